@@ -1,0 +1,70 @@
+"""Dense building blocks of the tensor-train layer: tenalg's contractions and dtype rules.
+
+Every core contraction of :mod:`tenalg.tt` goes through :func:`einsum`, which hands the
+expression to tenalg's own front end, so it runs on tenalg's plans.
+
+>>> import numpy as np
+>>> float(einsum("ij,ij->", np.ones((2, 2)), np.ones((2, 2))))
+4.0
+"""
+
+import math
+
+import numpy as np
+
+from .. import api
+from ..dtypes import COMPUTE_TYPES, real_type, result_type
+from ..errors import DTypeError
+
+
+def einsum(subscripts, *operands):
+    """``tenalg.einsum`` on the operands, as an array."""
+    return np.asarray(api.einsum(subscripts, *operands))
+
+
+def core_dtype(dtype):
+    """The dtype a core stores: integers and booleans become float64, others must compute.
+
+    >>> core_dtype(np.int32), core_dtype(np.complex64)
+    (dtype('float64'), dtype('complex64'))
+    """
+    dt = np.dtype(dtype)
+    if dt.kind in "biu":
+        return np.dtype(np.float64)
+    if dt not in COMPUTE_TYPES:
+        raise DTypeError(
+            f"tensor-train cores are float32, float64, complex64 or complex128, not {dt}"
+        )
+    return dt
+
+
+def common_dtype(dtypes):
+    """The dtype of a result built from operands of ``dtypes`` (shared, else promoted)."""
+    return result_type([core_dtype(d) for d in dtypes])
+
+
+def unit_roundoff(dtype):
+    """Machine epsilon of the real counterpart of ``dtype`` (2.2e-16 for float64)."""
+    return float(np.finfo(real_type(dtype)).eps)
+
+
+def python_scalar(x):
+    """A NumPy scalar as a Python scalar, so that it does not widen float32 arrays."""
+    return x.item() if isinstance(x, np.generic | np.ndarray) else x
+
+
+def scaled_by_log(values, logs):
+    """``values * exp(logs)`` without widening ``values``' dtype."""
+    factor = np.exp(np.asarray(logs, dtype=np.float64)).astype(real_type(values.dtype))
+    return values * factor
+
+
+def safe_log(s):
+    """Logarithms of positive scales (zeros and infinities count as 1 so nothing blows up)."""
+    s = np.asarray(s, dtype=np.float64)
+    return np.log(np.where((s > 0) & np.isfinite(s), s, 1.0))
+
+
+def bond_tolerance(eps, ncores):
+    """Relative tolerance per bond: eps / sqrt(d - 1)."""
+    return eps / math.sqrt(max(ncores - 1, 1))

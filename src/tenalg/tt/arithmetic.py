@@ -1,0 +1,160 @@
+"""Arithmetic on tensor trains: sums, scaling, Hadamard products, inner products, norms.
+
+Sums and Hadamard products need closed trains (outer ranks 1) of equal dims. Inner
+products, norms and contractions also accept open trains (the outer bonds are indices of
+the tensor). Every operation also takes TrainPacks, trainwise.
+
+>>> from tenalg import tt
+>>> x = tt.random((3, 4, 5), 2, rng=0)
+>>> y = tt.add(x, x)
+>>> y.ranks, bool(abs(tt.norm(y) - 2 * tt.norm(x)) < 1e-12 * tt.norm(x))
+((1, 4, 4, 1), True)
+"""
+
+import numpy as np
+
+from ..errors import OperationError
+from . import batched
+from ._dense import common_dtype, python_scalar, safe_log, scaled_by_log
+from .core import kron, place
+from .pack import TrainPack
+from .train import TensorTrain, require_closed, require_same_dims
+
+
+def add(a, b):
+    """a + b as a new train (ranks add; block-diagonal cores), or trainwise for packs.
+
+    >>> from tenalg import tt
+    >>> x = tt.random((2, 2), 1, rng=0)
+    >>> tt.add(x, x).ranks
+    (1, 2, 1)
+    """
+    if isinstance(a, TrainPack):
+        return a.add(b)
+    require_closed("add", a, b)
+    require_same_dims("add", a, b)
+    dtype = common_dtype([a.dtype, b.dtype])
+    d = a.ncores
+    if d == 1:
+        core = np.asarray(a.cores[0].array(), dtype) + b.cores[0].array()
+        return TensorTrain._from_arrays([core], a.storage)
+    cores = []
+    for k, (x, y) in enumerate(zip(a.cores, b.cores, strict=True)):
+        l0 = 0 if k == 0 else x.lr
+        r0 = 0 if k == d - 1 else x.rr
+        shape = (l0 + y.lr if k else 1, x.dd, r0 + y.rr if k < d - 1 else 1)
+        cores.append(place([(x, 0, 0), (y, l0, r0)], shape, a.storage, dtype))
+    return TensorTrain(cores)
+
+
+def add_(a, b):
+    """a += b in place (a's version is bumped); b is emptied. With fiber storage the
+    fibers of a and b move into a's new cores: no data is copied.
+
+    >>> from tenalg import tt
+    >>> x, y = tt.random((2, 2), 1, rng=0), tt.random((2, 2), 1, rng=1)
+    >>> tt.add_(x, y); x.ranks, y.empty
+    ((1, 2, 1), True)
+    """
+    if isinstance(a, TrainPack):
+        return a.add_(b)
+    total = add(a, b)
+    b.clear()
+    a._replace(list(total.cores))
+
+
+def scale(a, alpha):
+    """alpha * a as a new train (the first core is scaled; the others are shared)."""
+    if isinstance(a, TrainPack):
+        return TrainPack([[scale(t, alpha) for t in row] for row in a.grid])
+    a._need_cores("scale")
+    return TensorTrain([a.cores[0].scaled(python_scalar(alpha)), *a.cores[1:]])
+
+
+def neg(a):
+    """-a as a new train."""
+    return scale(a, -1)
+
+
+def sub(a, b):
+    """a - b as a new train (ranks add)."""
+    return add(a, neg(b))
+
+
+def hadamard(a, b):
+    """The elementwise product as a new train (ranks multiply; Kronecker cores).
+
+    >>> from tenalg import tt
+    >>> x = tt.random((2, 3), 2, rng=0)
+    >>> tt.hadamard(x, x).ranks
+    (1, 4, 1)
+    """
+    require_closed("hadamard", a, b)
+    require_same_dims("hadamard", a, b)
+    dtype = common_dtype([a.dtype, b.dtype])
+    return TensorTrain([kron(x.astype(dtype), y.astype(dtype).to_storage(a.storage))
+                        for x, y in zip(a.cores, b.cores, strict=True)])
+
+
+def _stack1(t):
+    return [c.array()[None] for c in t.cores]
+
+
+def dot(a, b):
+    """<a, b> = sum conj(a) * b (a is conjugated, like numpy.vdot); trainwise for packs.
+
+    >>> from tenalg import tt
+    >>> x = tt.random((2, 3), 2, rng=0)
+    >>> bool(abs(tt.dot(x, x) - tt.norm(x) ** 2) < 1e-12 * tt.norm(x) ** 2)
+    True
+    """
+    if isinstance(a, TrainPack):
+        return a.dot(b)
+    for t in (a, b):
+        t._need_cores("dot")
+    require_same_dims("dot", a, b)
+    if (a.ranks[0], a.ranks[-1]) != (b.ranks[0], b.ranks[-1]):
+        raise OperationError(f"dot: outer ranks of {a.ranks} and {b.ranks} differ")
+    return batched.dot(_stack1(a), _stack1(b))[0]
+
+
+def norm(a):
+    """Frobenius norm, by orthogonalisation with a carried scale (no overflow for long
+    trains); an array over the grid for packs."""
+    if isinstance(a, TrainPack):
+        return a.norm()
+    a._need_cores("norm")
+    return batched.norm(_stack1(a))[0]
+
+
+def contract_vectors(a, vectors):
+    """Contract mode k of ``a`` with ``vectors[k]`` for every k: a scalar for closed trains,
+    an (r_0, r_d) matrix for open ones. Zero fibers are skipped.
+
+    >>> import numpy as np
+    >>> from tenalg import tt
+    >>> x = tt.random((2, 3), 1, rng=0)
+    >>> v = [np.ones(2), np.ones(3)]
+    >>> bool(np.isclose(tt.contract_vectors(x, v), x.to_dense().sum()))
+    True
+    """
+    a._need_cores("contract_vectors")
+    if len(vectors) != a.ncores:
+        raise OperationError(f"contract_vectors needs {a.ncores} vectors, got {len(vectors)}")
+    m, log = None, 0.0
+    for k, (core, v) in enumerate(zip(a.cores, vectors, strict=True)):
+        v = np.asarray(v)
+        if v.shape != (core.dd,):
+            raise OperationError(f"vector {k} has shape {v.shape}, mode {k} has extent {core.dd}")
+        step = core.matvec(v)
+        m = step if m is None else m @ step
+        s = float(np.abs(m).max())
+        if s > 0 and np.isfinite(s):
+            m, log = m / np.asarray(s, dtype=np.abs(m).dtype), log + float(safe_log(s))
+    m = scaled_by_log(m, log)
+    return m[0, 0] if a.closed else m
+
+
+def sum(a):
+    """The sum of all entries of ``a`` (see contract_vectors)."""
+    return contract_vectors(a, [np.ones(c.dd, dtype=a.dtype) for c in a.cores])

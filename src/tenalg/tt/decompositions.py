@@ -1,0 +1,186 @@
+"""Building trains from data: TT-SVD of a dense array and TT-cross of a black box.
+
+>>> import numpy as np
+>>> from tenalg import tt
+>>> x = tt.random((3, 4, 5), 2, rng=0)
+>>> tt.from_dense(x.to_dense(), eps=1e-12).ranks
+(1, 2, 2, 1)
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from ..errors import OperationError
+from ._dense import bond_tolerance, core_dtype
+from .core import check_storage
+from .sweeps import keep_ranks
+from .train import TensorTrain, full_ranks
+
+
+def from_dense(array, eps=0.0, max_rank=None, storage="contiguous"):
+    """TT-SVD: sequential truncated SVDs with the tolerance eps ||A|| / sqrt(d-1) per bond.
+
+    ||A - train||_F <= eps ||A||_F unless max_rank cuts deeper.
+
+    >>> import numpy as np
+    >>> from_dense(np.ones((2, 3, 4)), eps=1e-12).ranks
+    (1, 1, 1, 1)
+    """
+    a = np.asarray(array)
+    if a.ndim == 0:
+        raise OperationError("from_dense needs an array with at least one axis")
+    a = a.astype(core_dtype(a.dtype), copy=False)
+    dims = a.shape
+    delta = np.array([bond_tolerance(eps, a.ndim) * float(np.linalg.norm(a))])
+    cores, r, m = [], 1, a
+    for n in dims[:-1]:
+        u, s, vh = np.linalg.svd(m.reshape(r * n, -1), full_matrices=False)
+        k = int(keep_ranks(s[None], delta, max_rank)[0][0])
+        cores.append(u[:, :k].reshape(r, n, k))
+        m, r = s[:k, None] * vh[:k], k
+    cores.append(m.reshape(r, dims[-1], 1))
+    return TensorTrain._from_arrays(cores, check_storage(storage))
+
+
+def maxvol(a, tau=1.05, max_iters=200):
+    """Rows of the tall (n, r) matrix ``a`` spanning a submatrix of locally maximal volume.
+
+    Starts from QR with column pivoting of a^T and swaps rows while some coefficient of
+    a = B a[rows] exceeds tau in modulus.
+
+    >>> import numpy as np
+    >>> sorted(maxvol(np.array([[1.0, 0], [0, 1], [5, 0], [0, 0.5]])).tolist())
+    [1, 2]
+    """
+    n, r = a.shape
+    if n <= r:
+        return np.arange(n)
+    rows = scipy.linalg.qr(a.T, mode="r", pivoting=True)[1][:r].copy()
+    b = np.linalg.solve(a[rows].T, a.T).T
+    for _ in range(max_iters):
+        i, j = np.unravel_index(np.argmax(np.abs(b)), b.shape)
+        if abs(b[i, j]) <= tau:
+            break
+        rows[j] = i
+        bi = b[i].copy()
+        bi[j] -= 1
+        b -= np.outer(b[:, j], bi / b[i, j])
+    return rows
+
+
+@dataclass(frozen=True)
+class CrossInfo:
+    """What TT-cross did: whether a sweep changed no pivots, sweeps run, function values
+    requested, and the right index sets (pass them as ``index_sets`` to warm-start)."""
+
+    converged: bool
+    nsweeps: int
+    nevals: int
+    index_sets: tuple
+
+
+def _clip_ranks(dims, ranks):
+    r = list(ranks)
+    d = len(dims)
+    for k in range(1, d):
+        r[k] = min(r[k], math.prod(dims[:k]), math.prod(dims[k:]), r[k - 1] * dims[k - 1])
+    for k in range(d - 1, 0, -1):
+        r[k] = min(r[k], dims[k] * r[k + 1])
+    return r
+
+
+class _Fibers:
+    """Evaluates fibers f(I[a], i, J[b]) of the black box and counts the calls."""
+
+    def __init__(self, f):
+        self.f, self.nevals, self.dtype = f, 0, None
+
+    def __call__(self, left, n, right):
+        ra, rb = len(left), len(right)
+        idx = np.concatenate([
+            np.repeat(left, n * rb, axis=0),
+            np.tile(np.repeat(np.arange(n), rb), ra)[:, None],
+            np.tile(right, (ra * n, 1)),
+        ], axis=1)
+        values = np.asarray(self.f(idx))
+        if values.shape != (len(idx),):
+            raise OperationError(f"cross: f returned shape {values.shape} for {len(idx)} points")
+        self.dtype = self.dtype or core_dtype(values.dtype)
+        self.nevals += len(idx)
+        return values.astype(self.dtype, copy=False).reshape(ra, n, rb)
+
+
+def _interpolate(c, tau):
+    """(Q Q[rows]^-1, rows) for the tall unfolding ``c``."""
+    q = np.linalg.qr(c)[0]
+    rows = maxvol(q, tau)
+    return np.linalg.solve(q[rows].T, q.T).T, rows
+
+
+def cross(f, dims, ranks=None, nsweeps=10, tau=1.05, index_sets=None, rng=None,
+          storage="contiguous"):
+    """TT-cross interpolation of f: (k, d) integer indices -> (k,) values, at fixed ranks.
+
+    One-site alternating cross: left to right, QR of each fiber unfolding and maxvol
+    (tau) pick the next left index set, core = Q Q(I, :)^-1; right to left the same on
+    the transposed unfolding. Ranks are clipped so r_k <= r_{k-1} n_{k-1}, r_k <= n_k r_{k+1}
+    and to the products of the dims on either side. Stops when a sweep changes no pivots
+    (``info.converged``) or after ``nsweeps``. ``index_sets`` from a previous
+    ``info.index_sets`` warm-start the next call (ranks then default to theirs).
+
+    >>> import numpy as np
+    >>> train, info = cross(lambda i: 1.0 + i.sum(axis=1), (4, 4, 4), 2, rng=0)
+    >>> info.converged, train.ranks
+    (True, (1, 2, 2, 1))
+    """
+    dims = tuple(int(n) for n in dims)
+    d = len(dims)
+    if index_sets is not None:
+        index_sets = [np.asarray(j, dtype=np.int64) for j in index_sets]
+        if len(index_sets) != d - 1:
+            raise OperationError(f"cross: {d} cores need {d - 1} index sets")
+        if ranks is None:
+            ranks = [len(j) for j in index_sets]
+    if ranks is None:
+        raise OperationError("cross needs ranks (or index_sets to take them from)")
+    r = _clip_ranks(dims, full_ranks(dims, ranks))
+    rng = np.random.default_rng(rng)
+    right = [None] * d + [np.zeros((1, 0), dtype=np.int64)]
+    if index_sets is None:
+        for k in range(d - 1, 0, -1):
+            pick = rng.choice(dims[k] * r[k + 1], size=r[k], replace=False)
+            i, b = np.divmod(pick, r[k + 1])
+            right[k] = np.concatenate([i[:, None], right[k + 1][b]], axis=1)
+    else:
+        for k, j in enumerate(index_sets, start=1):
+            if j.shape != (r[k], d - k):
+                raise OperationError(
+                    f"cross: index set {k} has shape {j.shape}, expected {(r[k], d - k)}"
+                )
+            right[k] = j
+    fibers = _Fibers(f)
+    left = [np.zeros((1, 0), dtype=np.int64)] + [None] * d
+    converged, sweep = False, 0
+    while sweep < nsweeps and not converged:
+        sweep += 1
+        start = [j.copy() for j in right[1:d]]
+        for k in range(d - 1):
+            c = fibers(left[k], dims[k], right[k + 1]).reshape(r[k] * dims[k], r[k + 1])
+            rows = maxvol(np.linalg.qr(c)[0], tau)
+            a, i = np.divmod(rows, dims[k])
+            left[k + 1] = np.concatenate([left[k][a], i[:, None]], axis=1)
+        cores = [None] * d
+        for k in range(d - 1, 0, -1):
+            c = fibers(left[k], dims[k], right[k + 1])
+            core, rows = _interpolate(c.reshape(r[k], dims[k] * r[k + 1]).T, tau)
+            cores[k] = core.T.reshape(r[k], dims[k], r[k + 1])
+            i, b = np.divmod(rows, r[k + 1])
+            right[k] = np.concatenate([i[:, None], right[k + 1][b]], axis=1)
+        cores[0] = fibers(left[0], dims[0], right[1])
+        converged = all(np.array_equal(a, b) for a, b in zip(start, right[1:d], strict=True))
+    train = TensorTrain._from_arrays([np.ascontiguousarray(c) for c in cores],
+                                     check_storage(storage))
+    return train, CrossInfo(converged, sweep, fibers.nevals, tuple(right[1:d]))

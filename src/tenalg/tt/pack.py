@@ -1,0 +1,196 @@
+"""Packs of trains over a (var, block) grid, as on a simulation mesh, with batched kernels.
+
+Pack operations group the trains by core shapes (dims, ranks, dtype) and run one
+batched kernel per group on stacked (g, l, n, r) arrays, not a Python loop per train.
+Pack rounding is eps-adaptive per train: each train gets its own ranks and the ragged
+results are repacked into the trains.
+
+A pack owns nothing: it points at trains, and operations reshape those trains in place.
+:meth:`TrainPack.device_pack` stacks the cores of every group into a
+:class:`DevicePack`, which records the version of each train it was built from; using
+it after any of them changed (every in-place operation bumps the version) raises
+:class:`StalePackError`.
+
+>>> from tenalg import tt
+>>> p = tt.TrainPack([[tt.random((4, 4, 4), 2, rng=s) for s in range(3)]])
+>>> q = tt.add(p, p)
+>>> infos = q.round_(1e-10)
+>>> q[0, 1].ranks, q.shape
+((1, 2, 2, 1), (1, 3))
+"""
+
+import numpy as np
+
+from ..errors import OperationError
+from . import batched
+from ._dense import common_dtype
+from .core import TensorCore
+from .errors import StalePackError
+from .rounding import infos, resolve_options, run
+from .train import TensorTrain, require_closed, require_same_dims
+
+
+def _signature(t):
+    return (t.dims, t.ranks, t.dtype)
+
+
+class DevicePack:
+    """Stacked cores of a pack's trains, one group per core-shape signature.
+
+    ``groups`` is a list of (positions, cores): the (var, block) positions of the group's
+    trains and d stacked arrays (g, l, n, r). ``versions`` maps positions to the train
+    versions the pack was built from.
+    """
+
+    def __init__(self, pack, groups):
+        self._trains = {pos: pack[pos] for positions in groups for pos in positions}
+        self.versions = {pos: t.version for pos, t in self._trains.items()}
+        self._groups = [
+            (tuple(positions), batched.stack([pack[pos] for pos in positions]))
+            for positions in groups
+        ]
+
+    def check(self):
+        """Raise StalePackError if a train changed since this device pack was built."""
+        stale = [pos for pos, t in self._trains.items() if t.version != self.versions[pos]]
+        if stale:
+            raise StalePackError(
+                f"device pack is stale: the trains at {stale[:5]}"
+                f"{' and more' if len(stale) > 5 else ''} changed after it was built; "
+                "build a new one with pack.device_pack()"
+            )
+
+    @property
+    def groups(self):
+        """[(positions, stacked cores)] (checked for staleness)."""
+        self.check()
+        return self._groups
+
+    @property
+    def cores(self):
+        """The stacked core arrays of each group (checked for staleness)."""
+        return [cores for _, cores in self.groups]
+
+
+class TrainPack:
+    """A (var, block) grid of trains: ``grid[var][block]`` (a flat list is one variable).
+
+    >>> from tenalg import tt
+    >>> tt.TrainPack([tt.random((2, 2), 1)] * 3).shape
+    (1, 3)
+    """
+
+    def __init__(self, grid):
+        grid = list(grid)
+        if grid and isinstance(grid[0], TensorTrain):
+            grid = [grid]
+        rows = [list(row) for row in grid]
+        if not rows or not rows[0] or any(len(r) != len(rows[0]) for r in rows):
+            raise OperationError("a TrainPack needs a non-empty rectangular grid[var][block]")
+        for row in rows:
+            for t in row:
+                if not isinstance(t, TensorTrain):
+                    raise OperationError(f"a TrainPack holds TensorTrains, got {type(t).__name__}")
+        self._grid = rows
+
+    grid = property(lambda self: self._grid, doc="The trains, as grid[var][block].")
+    nvars = property(lambda self: len(self._grid), doc="Number of variables.")
+    nblocks = property(lambda self: len(self._grid[0]), doc="Number of blocks.")
+    shape = property(lambda self: (self.nvars, self.nblocks), doc="(nvars, nblocks).")
+
+    def __getitem__(self, index):
+        var, block = index
+        return self._grid[var][block]
+
+    def positions(self):
+        """Every (var, block), var-major."""
+        return [(v, b) for v in range(self.nvars) for b in range(self.nblocks)]
+
+    def __repr__(self):
+        return f"TrainPack(nvars={self.nvars}, nblocks={self.nblocks})"
+
+    def copy(self):
+        """A pack of deep copies of the trains."""
+        return TrainPack([[t.copy() for t in row] for row in self._grid])
+
+    def _groups(self, other=None):
+        groups = {}
+        for pos in self.positions():
+            key = (_signature(self[pos]), other is not None and _signature(other[pos]))
+            groups.setdefault(key, []).append(pos)
+        return list(groups.values())
+
+    def device_pack(self, groups=None):
+        """Stacked cores of every group of equal core shapes, with the trains' versions."""
+        return DevicePack(self, self._groups() if groups is None else groups)
+
+    def _pair(self, other, what, closed):
+        if not isinstance(other, TrainPack) or other.shape != self.shape:
+            raise OperationError(f"{what} needs two TrainPacks of the same shape")
+        for pos in self.positions():
+            if closed:
+                require_closed(what, self[pos], other[pos])
+            require_same_dims(what, self[pos], other[pos])
+        groups = self._groups(other)
+        return zip(self.device_pack(groups).groups, other.device_pack(groups).groups,
+                   strict=True)
+
+    def _sums(self, other, what):
+        for (positions, a), (_, b) in self._pair(other, what, closed=True):
+            dtype = common_dtype([a[0].dtype, b[0].dtype])
+            total = batched.block_sum([x.astype(dtype, copy=False) for x in a], b)
+            for i, pos in enumerate(positions):
+                yield pos, [c[i] for c in total]
+
+    def add(self, other):
+        """A new pack of the trainwise sums (one batched kernel per group)."""
+        out = [[None] * self.nblocks for _ in range(self.nvars)]
+        for (v, b), cores in self._sums(other, "add"):
+            out[v][b] = TensorTrain._from_arrays(cores, self[v, b].storage)
+        return TrainPack(out)
+
+    def add_(self, other):
+        """Trainwise a += b in place; every train of ``other`` is emptied."""
+        for pos, cores in list(self._sums(other, "add_")):
+            self[pos]._replace([TensorCore._wrap(c, self[pos].storage) for c in cores])
+            other[pos].clear()
+
+    def dot(self, other):
+        """Trainwise <a, b> (a conjugated) as an (nvars, nblocks) array."""
+        results = [(positions, batched.dot(a, b))
+                   for (positions, a), (_, b) in self._pair(other, "dot", closed=False)]
+        return self._gather(results)
+
+    def norm(self):
+        """Trainwise Frobenius norms as an (nvars, nblocks) array."""
+        for t in (self[pos] for pos in self.positions()):
+            t._need_cores("norm")
+        return self._gather([(p, batched.norm(c)) for p, c in self.device_pack().groups])
+
+    def _gather(self, results):
+        dtype = np.result_type(*[values for _, values in results])
+        out = np.zeros(self.shape, dtype=dtype)
+        for positions, values in results:
+            for pos, x in zip(positions, values, strict=True):
+                out[pos] = x
+        return out
+
+    def round_(self, eps=0.0, max_rank=None, method="svd", *, rmax=None, rng=None):
+        """Round every train in place to its own eps-adaptive ranks (batched per group).
+
+        Returns grid[var][block] of TruncationInfo.
+        """
+        for pos in self.positions():
+            require_closed("round_", self[pos])
+        out = [[None] * self.nblocks for _ in range(self.nvars)]
+        for positions, cores in self.device_pack().groups:
+            eps_, max_rank_, used = resolve_options(eps, max_rank, rmax, method, cores[0].dtype)
+            res = run(used, [cores], [1], eps_, max_rank_, rng)
+            before = [self[pos].ranks for pos in positions]
+            for pos, arrays in zip(positions, batched.unstack(res.cores, res.ranks), strict=True):
+                t = self[pos]
+                t._replace([TensorCore._wrap(a, t.storage) for a in arrays])
+            after = [self[pos].ranks for pos in positions]
+            for (v, b), info in zip(positions, infos(res, before, after, used), strict=True):
+                out[v][b] = info
+        return out

@@ -1,0 +1,150 @@
+"""Rounding (recompression) of tensor trains and of sums of trains.
+
+``eps`` bounds the relative Frobenius error, ||X - round(X)||_F <= eps ||X||_F, by giving
+each of the d-1 bonds the tolerance eps ||X||_F / sqrt(d-1); every bond keeps rank >= 1
+and ``max_rank`` (alias ``rmax``) caps the ranks after that (then the bound no longer
+holds). Methods:
+
+- ``"svd"``: Oseledets: right-to-left LQ orthogonalisation, left-to-right truncated SVDs.
+- ``"gram"``: two-sided Gram-SVD. Cheaper (GEMMs and small eigh only) but it cannot
+  resolve components below about sqrt(u) ||X|| (1.5e-8 in float64, 3.5e-4 in float32, see
+  :func:`gram_floor`): for a smaller eps it falls back to ``"svd"`` (``info.method`` says
+  which ran). One sweep is not always rank-minimal.
+- ``"randomized"``: randomize-then-orthogonalize with a Gaussian TT sketch of rank
+  max_rank + 10 (the full rank when max_rank is None), then an SVD truncation with eps.
+
+>>> from tenalg import tt
+>>> x = tt.random((4, 4, 4, 4), 3, rng=0)
+>>> y = tt.round(x + x, 1e-10)
+>>> y.ranks, bool(tt.norm(y - 2 * x) < 1e-10 * tt.norm(x))
+((1, 3, 3, 3, 1), True)
+"""
+
+import math
+from dataclasses import dataclass
+
+from ..errors import OperationError
+from . import sweeps
+from ._dense import common_dtype, unit_roundoff
+from .batched import unstack
+from .core import TensorCore
+from .train import TensorTrain, require_closed, require_same_dims
+
+METHODS = ("svd", "gram", "randomized")
+
+
+@dataclass(frozen=True)
+class TruncationInfo:
+    """What a rounding did: ranks before and after, the input norm, the relative discarded
+    weight (sqrt of the sum of discarded squared singular values over ||X||, an upper
+    bound on the relative error for "svd" and "gram") and the method that ran."""
+
+    ranks_before: tuple
+    ranks_after: tuple
+    norm: float
+    discarded: float
+    method: str
+
+
+def gram_floor(dtype):
+    """The smallest eps that Gram rounding resolves for ``dtype``: sqrt(machine epsilon).
+
+    >>> import numpy as np
+    >>> f"{gram_floor(np.float32):.2e}"
+    '3.45e-04'
+    """
+    return math.sqrt(unit_roundoff(dtype))
+
+
+def resolve_options(eps, max_rank, rmax, method, dtype):
+    """Validated (eps, max_rank, method that will run) for a rounding of ``dtype``."""
+    eps = float(eps)
+    if not (eps >= 0 and math.isfinite(eps)):
+        raise OperationError(f"eps must be a finite number >= 0, got {eps}")
+    if rmax is not None:
+        if max_rank is not None and max_rank != rmax:
+            raise OperationError(f"max_rank={max_rank} and its alias rmax={rmax} disagree")
+        max_rank = rmax
+    if max_rank is not None and (int(max_rank) != max_rank or max_rank < 1):
+        raise OperationError(f"max_rank must be a positive integer, got {max_rank}")
+    if method not in METHODS:
+        raise OperationError(f"method must be one of {METHODS}, got {method!r}")
+    if method == "gram" and eps < gram_floor(dtype):
+        method = "svd"
+    return eps, None if max_rank is None else int(max_rank), method
+
+
+def run(method, summands, coefficients, eps, max_rank, rng=None):
+    """The batched sweep of ``method`` (see :mod:`tenalg.tt.sweeps`)."""
+    if method == "randomized":
+        return sweeps.randomized(summands, coefficients, eps, max_rank, rng)
+    sweep = sweeps.svd if method == "svd" else sweeps.gram
+    return sweep(summands, coefficients, eps, max_rank)
+
+
+def _stack1(t):
+    return [c.array()[None] for c in t.cores]
+
+
+def round_(a, eps=0.0, max_rank=None, method="svd", *, rmax=None, rng=None):
+    """Round ``a`` in place (its version is bumped); returns a TruncationInfo.
+
+    Packs are rounded trainwise, each train to its own ranks (a grid of infos).
+
+    >>> from tenalg import tt
+    >>> x = tt.random((3, 3, 3), 2, rng=0)
+    >>> y = x + x
+    >>> tt.round_(y, 1e-8, method="gram").ranks_after
+    (1, 2, 2, 1)
+    """
+    if not isinstance(a, TensorTrain):
+        return a.round_(eps, max_rank, method, rmax=rmax, rng=rng)
+    require_closed("round_", a)
+    eps, max_rank, used = resolve_options(eps, max_rank, rmax, method, a.dtype)
+    before = a.ranks
+    res = run(used, [_stack1(a)], [1], eps, max_rank, rng)
+    a._replace([TensorCore._wrap(c, a.storage) for c in unstack(res.cores, res.ranks)[0]])
+    return TruncationInfo(before, a.ranks, float(res.norms[0]), float(res.discarded[0]), used)
+
+
+def round(a, eps=0.0, max_rank=None, method="svd", *, rmax=None, rng=None):
+    """A rounded copy of ``a`` (see :func:`round_`); ``a`` is left as it is."""
+    b = a.copy() if not isinstance(a, TensorTrain) else TensorTrain(a.cores)
+    round_(b, eps, max_rank, method, rmax=rmax, rng=rng)
+    return b
+
+
+def round_sum(trains, coefficients=None, eps=0.0, max_rank=None, method="svd", *, rmax=None,
+              rng=None):
+    """Round sum_j coefficients[j] * trains[j] as one new train.
+
+    "gram" and "randomized" work from Gram matrices or sketches of the summands and never
+    form the block-diagonal sum; "svd" forms it.
+
+    >>> from tenalg import tt
+    >>> x = tt.random((3, 3, 3), 2, rng=0)
+    >>> tt.round_sum([x, x, x], [1, -1, 2], 1e-6, method="randomized", rng=0).ranks
+    (1, 2, 2, 1)
+    """
+    trains = list(trains)
+    if not trains:
+        raise OperationError("round_sum needs at least one train")
+    require_closed("round_sum", *trains)
+    for t in trains[1:]:
+        require_same_dims("round_sum", trains[0], t)
+    coefficients = [1] * len(trains) if coefficients is None else list(coefficients)
+    if len(coefficients) != len(trains):
+        raise OperationError(
+            f"round_sum: {len(trains)} trains but {len(coefficients)} coefficients"
+        )
+    dtype = common_dtype([t.dtype for t in trains])
+    eps, max_rank, used = resolve_options(eps, max_rank, rmax, method, dtype)
+    summands = [_stack1(t.astype(dtype)) for t in trains]
+    res = run(used, summands, coefficients, eps, max_rank, rng)
+    return TensorTrain._from_arrays(unstack(res.cores, res.ranks)[0], trains[0].storage)
+
+
+def infos(res, before, after, method):
+    """TruncationInfos of a batched rounding, one per train."""
+    return [TruncationInfo(b, a, float(n), float(x), method)
+            for b, a, n, x in zip(before, after, res.norms, res.discarded, strict=True)]

@@ -1,0 +1,263 @@
+"""Tensor trains: a sequence of cores with matching bond ranks.
+
+Python references play the seed's shared pointers: ``b = a`` aliases the train,
+``a.copy()`` is the deep copy. In-place operations (their names end in ``_``) replace the
+train's cores and bump ``train.version``; cores themselves are never modified.
+
+>>> import numpy as np
+>>> from tenalg import tt
+>>> x = tt.random((2, 3, 4), 2, rng=0)
+>>> x.dims, x.ranks, x.closed, x.to_dense().shape
+((2, 3, 4), (1, 2, 2, 1), True, (2, 3, 4))
+"""
+
+import numpy as np
+
+from ..errors import OperationError
+from ._dense import core_dtype, einsum
+from .core import TensorCore, check_storage
+
+
+def full_ranks(dims, ranks, left_bond=1, right_bond=1):
+    """Bond ranks (r_0, ..., r_d) from an int, d-1 interior ranks, or all d+1 ranks.
+
+    >>> full_ranks((2, 2, 2), 3)
+    (1, 3, 3, 1)
+    """
+    d = len(dims)
+    if np.ndim(ranks) == 0:
+        ranks = [int(ranks)] * (d - 1)
+    ranks = [int(r) for r in ranks]
+    if len(ranks) == d - 1:
+        ranks = [left_bond, *ranks, right_bond]
+    if len(ranks) != d + 1:
+        raise OperationError(f"{d} cores need {d - 1} interior ranks or {d + 1} ranks, got {ranks}")
+    if min(ranks, default=1) < 1:
+        raise OperationError(f"ranks must be positive, got {ranks}")
+    return tuple(ranks)
+
+
+class TensorTrain:
+    """A tensor train over cores of shape (r_{k-1}, n_k, r_k).
+
+    ``cores`` are TensorCores or (l, n, r) arrays (copied). ``storage`` converts every
+    core to that storage model; by default arrays become contiguous cores.
+
+    >>> import numpy as np
+    >>> t = TensorTrain([np.ones((1, 2, 3)), np.ones((3, 2, 1))], storage="fiber")
+    >>> float(t[1, 0])
+    3.0
+    """
+
+    def __init__(self, cores, storage=None):
+        cores = list(cores)
+        if storage is None:
+            storage = next((c.storage for c in cores if isinstance(c, TensorCore)), "contiguous")
+        check_storage(storage)
+        made = [
+            (c if isinstance(c, TensorCore) else TensorCore(c)).to_storage(storage) for c in cores
+        ]
+        dtypes = {c.dtype for c in made}
+        if len(dtypes) > 1:
+            dt = np.result_type(*dtypes)
+            made = [c.astype(dt) for c in made]
+        self._init(made, storage, made[0].dtype if made else np.dtype(np.float64))
+
+    def _init(self, cores, storage, dtype):
+        for k in range(len(cores) - 1):
+            if cores[k].rr != cores[k + 1].lr:
+                raise OperationError(
+                    f"cores {k} and {k + 1} disagree: core {k} has right rank {cores[k].rr} "
+                    f"but core {k + 1} has left rank {cores[k + 1].lr}"
+                )
+        self._cores, self._storage, self._dtype = tuple(cores), storage, np.dtype(dtype)
+        self._version = getattr(self, "_version", -1) + 1
+
+    @classmethod
+    def _from_arrays(cls, arrays, storage):
+        """A train over freshly computed (l, n, r) arrays, taking ownership of them."""
+        t = cls.__new__(cls)
+        cores = [TensorCore._wrap(a, storage) for a in arrays]
+        t._init(cores, storage, cores[0].dtype if cores else np.float64)
+        return t
+
+    @classmethod
+    def zeros(cls, dims, ranks, left_bond=1, right_bond=1, storage="contiguous",
+              dtype=np.float64):
+        """The zero train of ``dims`` with bond ranks ``ranks`` (int or interior list).
+
+        >>> TensorTrain.zeros((2, 2), 3).ranks
+        (1, 3, 1)
+        """
+        r = full_ranks(dims, ranks, left_bond, right_bond)
+        cores = [
+            TensorCore.zeros(r[k], n, r[k + 1], dtype=dtype, storage=storage)
+            for k, n in enumerate(dims)
+        ]
+        t = cls.__new__(cls)
+        t._init(cores, check_storage(storage), core_dtype(dtype))
+        return t
+
+    def _replace(self, cores, storage=None):
+        """Swap in new cores (the in-place step of every ``*_`` operation): bumps the version."""
+        storage = storage or self._storage
+        cores = [c.to_storage(storage) for c in cores]
+        self._init(cores, storage, cores[0].dtype if cores else self._dtype)
+
+    cores = property(lambda self: self._cores, doc="The cores, as a tuple of TensorCores.")
+    ncores = property(lambda self: len(self._cores), doc="Number of cores d.")
+    dims = property(lambda self: tuple(c.dd for c in self._cores), doc="(n_1, ..., n_d).")
+    dtype = property(lambda self: self._dtype, doc="Element type of every core.")
+    storage = property(lambda self: self._storage, doc="Storage model of every core.")
+    version = property(lambda self: self._version, doc="Bumped by every in-place operation.")
+    empty = property(lambda self: not self._cores, doc="True when the train has no cores.")
+
+    @property
+    def ranks(self):
+        """Bond ranks (r_0, ..., r_d); () for an empty train."""
+        if not self._cores:
+            return ()
+        return (self._cores[0].lr, *(c.rr for c in self._cores))
+
+    @property
+    def closed(self):
+        """True when both outer ranks are 1 (a scalar-valued tensor)."""
+        return bool(self._cores) and self._cores[0].lr == 1 and self._cores[-1].rr == 1
+
+    def __repr__(self):
+        return (f"TensorTrain(dims={self.dims}, ranks={self.ranks}, dtype={self._dtype}, "
+                f"storage={self._storage!r})")
+
+    def _need_cores(self, what):
+        if not self._cores:
+            raise OperationError(f"{what} needs a train with cores; this one is empty")
+
+    def copy(self):
+        """A deep copy: new buffers and fibers, version 0."""
+        t = TensorTrain.__new__(TensorTrain)
+        t._init([c.copy() for c in self._cores], self._storage, self._dtype)
+        return t
+
+    def clear(self):
+        """Drop every core (the train becomes empty); bumps the version."""
+        self._replace([])
+
+    def build_fresh(self, ranks, dims=None):
+        """Replace the cores by zero cores with bond ranks ``ranks``; bumps the version.
+
+        >>> t = TensorTrain.zeros((2, 2, 2), 1)
+        >>> t.build_fresh(4); t.ranks
+        (1, 4, 4, 1)
+        """
+        dims = self.dims if dims is None else tuple(dims)
+        if not dims:
+            raise OperationError("build_fresh on an empty train needs dims")
+        r = full_ranks(dims, ranks)
+        self._replace([
+            TensorCore.zeros(r[k], n, r[k + 1], dtype=self._dtype, storage=self._storage)
+            for k, n in enumerate(dims)
+        ])
+
+    def to_storage(self, storage):
+        """This train with every core in ``storage`` (a new train; data shared when equal)."""
+        return TensorTrain([c.to_storage(storage) for c in self._cores], storage=storage)
+
+    def astype(self, dtype):
+        """This train with elements of ``dtype`` (a new train)."""
+        t = TensorTrain.__new__(TensorTrain)
+        t._init([c.astype(dtype) for c in self._cores], self._storage, core_dtype(dtype))
+        return t
+
+    def to_dense(self):
+        """The full tensor: shape dims for closed trains, (r_0, *dims, r_d) for open ones."""
+        self._need_cores("to_dense")
+        r0 = self._cores[0].lr
+        t = self._cores[0].array()
+        for c in self._cores[1:]:
+            t = einsum("aNb,bmc->aNmc", t, c.array()).reshape(r0, -1, c.rr)
+        t = t.reshape(r0, *self.dims, self._cores[-1].rr)
+        return t.reshape(self.dims) if self.closed else t
+
+    def evaluate(self, indices):
+        """Entries at ``indices`` (k, d): shape (k,) for closed trains, (k, r_0, r_d) if open.
+
+        >>> import numpy as np
+        >>> t = TensorTrain([np.ones((1, 2, 1)), 2 * np.ones((1, 3, 1))])
+        >>> t.evaluate([[0, 0], [1, 2]]).tolist()
+        [2.0, 2.0]
+        """
+        self._need_cores("evaluate")
+        idx = np.asarray(indices)
+        if idx.ndim != 2 or idx.shape[1] != self.ncores or idx.dtype.kind not in "iu":
+            raise OperationError(
+                f"indices must be a (k, {self.ncores}) integer array, got shape {idx.shape}"
+            )
+        if idx.size and ((idx < 0).any() or (idx >= np.array(self.dims)).any()):
+            raise OperationError(f"indices out of range for dims {self.dims}")
+        v = self._cores[0].take(idx[:, 0])
+        for k, c in enumerate(self._cores[1:], start=1):
+            v = einsum("kab,kbc->kac", v, c.take(idx[:, k]))
+        return v[:, 0, 0] if self.closed else v
+
+    def __getitem__(self, index):
+        index = index if isinstance(index, tuple) else (index,)
+        return self.evaluate(np.array([index], dtype=np.int64))[0]
+
+    def __add__(self, other):
+        from .arithmetic import add
+        return add(self, other)
+
+    def __sub__(self, other):
+        from .arithmetic import sub
+        return sub(self, other)
+
+    def __mul__(self, other):
+        from .arithmetic import hadamard, scale
+        return hadamard(self, other) if isinstance(other, TensorTrain) else scale(self, other)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, alpha):
+        from .arithmetic import scale
+        return scale(self, 1 / alpha)
+
+    def __neg__(self):
+        from .arithmetic import scale
+        return scale(self, -1)
+
+
+def random(dims, ranks, rng=None, dtype=np.float64, storage="contiguous", left_bond=1,
+           right_bond=1):
+    """A train with standard normal cores (complex: real and imaginary parts each N(0, 1/2)).
+
+    >>> random((3, 3), 2, rng=1).ranks
+    (1, 2, 1)
+    """
+    rng = np.random.default_rng(rng)
+    dt = core_dtype(dtype)
+    r = full_ranks(dims, ranks, left_bond, right_bond)
+    arrays = []
+    for k, n in enumerate(dims):
+        shape = (r[k], n, r[k + 1])
+        a = rng.standard_normal(shape)
+        if dt.kind == "c":
+            a = (a + 1j * rng.standard_normal(shape)) / np.sqrt(2)
+        arrays.append(a.astype(dt))
+    return TensorTrain._from_arrays(arrays, check_storage(storage))
+
+
+def require_closed(what, *trains):
+    """Raise OperationError unless every train is a closed (outer ranks 1) train."""
+    for t in trains:
+        if not isinstance(t, TensorTrain):
+            raise OperationError(f"{what} takes TensorTrains, got {type(t).__name__}")
+        if t.empty or not t.closed:
+            raise OperationError(
+                f"{what} needs closed trains (outer ranks 1); got a train with ranks {t.ranks}"
+            )
+
+
+def require_same_dims(what, a, b):
+    """Raise OperationError unless trains ``a`` and ``b`` have the same dims."""
+    if a.dims != b.dims:
+        raise OperationError(f"{what}: dims {a.dims} and {b.dims} differ")
