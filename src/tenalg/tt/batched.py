@@ -2,8 +2,8 @@
 
 A stack is a list of d arrays of shape (g, l, n, r): core k of g trains. A single train
 is a stack with g = 1, so the single-train operations and the pack operations run the
-same code. Long chains are kept finite by normalising the carried factor at every core
-and accumulating its logarithm.
+same code. Long chains are kept finite by normalising every core and the carried factor
+before they are multiplied, accumulating the logarithms of the scales.
 
 >>> import numpy as np
 >>> a = [np.ones((1, 1, 2, 1)), np.ones((1, 1, 2, 1))]
@@ -21,14 +21,20 @@ def stack(trains):
     return [np.stack([t.cores[k].array() for t in trains]) for k in range(trains[0].ncores)]
 
 
+def _max_abs(x):
+    s = np.abs(x).max(axis=tuple(range(1, x.ndim)), initial=0)
+    return np.where((s > 0) & np.isfinite(s), s, 1).astype(s.dtype)
+
+
 def _per_train_norm(x):
-    return np.sqrt((np.abs(x) ** 2).sum(axis=tuple(range(1, x.ndim))))
+    s = _max_abs(x)
+    y = x / s.reshape((-1,) + (1,) * (x.ndim - 1))
+    return s * np.sqrt((np.abs(y) ** 2).sum(axis=tuple(range(1, x.ndim))))
 
 
 def normalize(x, logs):
-    """Divide each train's slice of ``x`` by its norm; add the log of the norm to ``logs``."""
-    s = _per_train_norm(x)
-    s = np.where(s > 0, s, 1).astype(s.dtype)
+    """Divide each train's slice of ``x`` by its largest modulus; add its log to ``logs``."""
+    s = _max_abs(x)
     return x / s.reshape((-1,) + (1,) * (x.ndim - 1)), logs + safe_log(s)
 
 
@@ -57,6 +63,8 @@ def dot(a, b):
                         (a[0].shape[0], a[0].shape[1], b[0].shape[1]))
     logs = np.zeros(a[0].shape[0])
     for x, y in zip(a, b, strict=True):
+        x, logs = normalize(x, logs)
+        y, logs = normalize(y, logs)
         e = einsum("ganc,gand->gcd", x.conj(), einsum("gab,gbnd->gand", e, y))
         e, logs = normalize(e, logs)
     return scaled_by_log(einsum("gaa->g", e), logs)
@@ -67,6 +75,7 @@ def norm(a):
     logs = np.zeros(a[0].shape[0])
     r = None
     for x in a:
+        x, logs = normalize(x, logs)
         m = x if r is None else einsum("gab,gbnc->ganc", r, x)
         g, l, n, rr = m.shape
         r = np.linalg.qr(m.reshape(g, l * n, rr), mode="r")

@@ -6,8 +6,8 @@ summands scaled by ``coefficients``. Gram and randomised sweeps never form the
 block-diagonal sum; the SVD sweep forms it. Each train gets its own eps-adaptive ranks:
 stacks stay rectangular at the largest rank of the group and the columns a train does
 not keep are exact zeros, which the next bond's decompositions see as zero singular
-values. Every sweep carries its scale as a logarithm, so long trains neither overflow
-nor underflow. Each returns ``Rounded(cores, ranks (g, d+1), norms (g,), discarded (g,))``
+values. Every sweep normalises what it multiplies and carries the scale as a logarithm,
+so long trains neither overflow nor underflow. Each returns ``Rounded(cores, ranks (g, d+1), norms (g,), discarded (g,))``
 where ``discarded`` is the relative Frobenius bound sqrt(sum of discarded s^2) / ||X||.
 
 >>> import numpy as np
@@ -61,9 +61,9 @@ def _first_cores(summands, coefficients):
 
 
 def _normalize_joint(zs, logs):
-    t = np.sqrt(sum(_sq_norms(z) for z in zs))
-    t = np.where(t > 0, t, 1.0)
-    log_t = safe_log(t)
+    """Divide every z of train i by the largest modulus over all of them; log it."""
+    log_t = safe_log(np.max([np.abs(z).max(axis=tuple(range(1, z.ndim)), initial=0) for z in zs],
+                            axis=0))
     return [scaled_by_log(z, -log_t.reshape((-1,) + (1,) * (z.ndim - 1))) for z in zs], logs + log_t
 
 
@@ -132,7 +132,8 @@ def right_grams(summands):
     grams, logs = [None] * (d - 1), [None] * (d - 1)
     blocks, log = None, np.zeros(g)
     for c in range(d - 2, -1, -1):
-        x = [s[c + 1] for s in summands]
+        x, log2 = _normalize_joint([s[c + 1] for s in summands], np.zeros(g))
+        log = log + 2 * log2
         new = [[None] * m for _ in range(m)]
         for i in range(m):
             for j in range(i, m):
@@ -166,11 +167,10 @@ def gram(summands, coefficients, eps, max_rank):
     sqrt(u) ||X||.
     """
     d, g = len(summands[0]), summands[0][0].shape[0]
-    z = _first_cores(summands, coefficients)
+    z, logs = _normalize_joint(_first_cores(summands, coefficients), np.zeros(g))
     u = unit_roundoff(z[0].dtype)
     tol = bond_tolerance(eps, d)
     grams, glogs = right_grams(summands) if d > 1 else ([], [])
-    logs = np.zeros(g)
     lognorm = np.zeros(g)
     ranks = np.ones((g, d + 1), dtype=np.int64)
     discarded = np.zeros(g)
@@ -211,7 +211,7 @@ def gram(summands, coefficients, eps, max_rank):
         discarded += tail
     if d == 1:
         z = [sum(z)]
-        lognorm = safe_log(np.sqrt(_sq_norms(z[0])))
+        lognorm = logs + safe_log(np.sqrt(_sq_norms(z[0])))
     out.append(z[0])
     return Rounded(spread(out, logs), ranks, np.exp(lognorm), np.sqrt(discarded))
 
@@ -235,7 +235,7 @@ def randomized(summands, coefficients, eps, max_rank, rng):
              for c, n in enumerate(dims)]
     w, cur = [None] * (d - 1), None
     for c in range(d - 2, -1, -1):
-        x = [s[c + 1] for s in summands]
+        x = _normalize_joint([s[c + 1] for s in summands], np.zeros(g))[0]
         if cur is None:
             cur = [einsum("ganb,cnb->gac", xj, omega[c + 1]) for xj in x]
         else:
@@ -243,7 +243,7 @@ def randomized(summands, coefficients, eps, max_rank, rng):
                    for xj, wj in zip(x, cur, strict=True)]
         cur, _ = _normalize_joint(cur, np.zeros(g))
         w[c] = cur
-    logs = np.zeros(g)
+    z, logs = _normalize_joint(z, np.zeros(g))
     out = []
     for c in range(d - 1):
         y = sum(einsum("gknr,grl->gknl", zj, wj) for zj, wj in zip(z, w[c], strict=True))
