@@ -1,0 +1,1 @@
+"""The benchmark suite: named workloads, engines side by side, machine limits."""

@@ -1,0 +1,1 @@
+"""Kernels: NumPy reference twins and Numba CPU kernels."""

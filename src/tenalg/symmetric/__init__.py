@@ -1,0 +1,1 @@
+"""Symmetric block-sparse tensors."""
