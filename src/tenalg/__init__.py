@@ -1,14 +1,49 @@
 """tenalg: tensor linear algebra for Python.
 
-Strided dense primitives behind descriptors and plans, an einsum front end,
-tensor trains (:mod:`tenalg.tt`) and symmetric block-sparse tensors
-(:mod:`tenalg.symmetric`).
+Strided dense primitives behind a descriptor -> plan -> execute API, einsum, tensor
+trains (:mod:`tenalg.tt`) and symmetric block-sparse tensors (:mod:`tenalg.symmetric`).
 
 >>> import numpy as np, tenalg as ta
 >>> float(ta.trace(np.eye(3)))
 3.0
 """
 
-from .api import contract, einsum, partial_trace, trace
+from .api import contract
+from .api import diagonal
+from .api import diagonals
+from .api import elementwise_binary
+from .api import elementwise_trinary
+from .api import inner_product
+from .api import inner_product_host
+from .api import norm
+from .api import norm_host
+from .api import partial_trace
+from .api import permute
+from .api import reduce
+from .api import sum
+from .api import sum_host
+from .api import to_host
+from .api import trace
+from .descriptors import Binary
+from .descriptors import Operand
+from .descriptors import Reduce
+from .descriptors import TensorDescriptor
+from .descriptors import Unary
+from .dtypes import bfloat16
+from .errors import AliasError
+from .errors import BoundsError
+from .errors import DescriptorError
+from .errors import DTypeError
+from .errors import ExpressionError
+from .errors import ExtentError
+from .errors import InputCountError
+from .errors import InputMismatchError
+from .errors import OperationError
+from .errors import OutputMismatchError
+from .errors import ScalarCountError
+from .errors import TenalgError
+from .operations import Operation
+from .plan import Plan
+from .views import strided_view
 
 __version__ = "0.1.0"

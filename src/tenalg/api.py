@@ -1,27 +1,273 @@
-"""TEMPORARY stubs of the dense front ends (replaced by the real plans)."""
+"""Front ends: NumPy arrays in, NumPy arrays out, each one Operation and a cached Plan.
+
+>>> import numpy as np, tenalg as ta
+>>> a = np.arange(12.0).reshape(3, 4)
+>>> float(ta.trace(a)), ta.sum(a, axis=0).tolist()
+(15.0, [12.0, 15.0, 18.0, 21.0])
+"""
+
+import functools
+import math
 
 import numpy as np
 
+from .descriptors import Operand, TensorDescriptor, Unary
+from .dtypes import real_type, storage_type
+from .errors import DescriptorError, OperationError
+from .operations import Operation
+from .plan import Plan
+from .views import diagonal, diagonals, normalize_axis
 
-def einsum(subscripts, *operands, out=None, dtype=None, compute_dtype=None, optimize="auto"):
-    return np.einsum(subscripts, *operands, optimize=True)
+__all__ = [
+    "contract", "diagonal", "diagonals", "elementwise_binary", "elementwise_trinary",
+    "inner_product", "inner_product_host", "norm", "norm_host", "partial_trace", "permute",
+    "plan_for", "reduce", "sum", "sum_host", "to_host", "trace",
+]
 
 
-def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, out=None):
-    labels = {}
-    def sub(modes):
-        return "".join(labels.setdefault(m, chr(97 + len(labels))) for m in modes)
-    r = alpha * np.einsum(f"{sub(modes_a)},{sub(modes_b)}->{sub(modes_out)}", a, b)
-    if c is not None and beta != 0:
-        r = r + beta * c
-    return r
+@functools.lru_cache(maxsize=1024)
+def plan_for(operation):
+    """The cached :class:`Plan` of ``operation`` (operations are hashable values)."""
+    return Plan(operation)
+
+
+def _array(x, what):
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, np.generic | int | float | complex) and not isinstance(x, bool):
+        return np.asarray(x)
+    raise DescriptorError(f"{what}: expected a numpy.ndarray, got {type(x).__name__}")
+
+
+def _out(out):
+    return None if out is None else TensorDescriptor.from_array(out, "out")
+
+
+def _run(operation, arrays, out, **scalars):
+    plan = plan_for(operation)
+    if out is None:
+        return plan.execute(*arrays, **scalars)
+    return plan.execute_into(out, *arrays, **scalars)
+
+
+def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, out=None,
+           compute_dtype=None):
+    """``alpha * op`` over the modes of ``a`` absent from ``modes_out``, plus ``beta * c``.
+
+    Repeated modes in ``modes_in`` read a diagonal.
+
+    >>> reduce(np.arange(6.0).reshape(2, 3), "ij", "i", "max").tolist()
+    [2.0, 5.0]
+    """
+    a = _array(a, "a")
+    arrays = [a]
+    addend = None
+    if c is not None:
+        addend = Operand(_array(c, "c"), modes_out, what="c")
+        arrays.append(c)
+    operation = Operation.reduction(
+        Operand(a, modes_in, what="a"), addend, out=_out(out), out_modes=modes_out, op=op,
+        compute=compute_dtype,
+    )
+    return _run(operation, arrays, out, alpha=alpha, beta=beta)
+
+
+def _axes(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    axes = tuple(normalize_axis(ax, ndim) for ax in axes)
+    if len(set(axes)) != len(axes):
+        raise OperationError(f"axis {axis} repeats an axis")
+    return axes
+
+
+def sum(a, axis=None, *, out=None, compute_dtype=None):  # noqa: A001 - NumPy's name
+    """Sum over ``axis`` (int, tuple or None for all: a rank-0 array).
+
+    >>> sum(np.ones((2, 3)), axis=-1).tolist()
+    [3.0, 3.0]
+    """
+    a = _array(a, "a")
+    axes = _axes(axis, a.ndim)
+    modes = tuple(range(a.ndim))
+    kept = tuple(m for m in modes if m not in axes)
+    return reduce(a, modes, kept, out=out, compute_dtype=compute_dtype)
+
+
+def sum_host(a):
+    """The sum of all entries as a Python scalar."""
+    return sum(a)[()].item()
 
 
 def trace(a, axis1=0, axis2=1):
-    return np.trace(a, axis1=axis1, axis2=axis2)
+    """Sum of the diagonal of axes ``axis1``, ``axis2``; survivors keep their order.
+
+    A diagonal view plus a reduction: no copy, no identity tensor.  Unequal extents
+    trace the leading square, as NumPy does.
+
+    >>> float(trace(np.arange(9.0).reshape(3, 3)))
+    12.0
+    """
+    return partial_trace(a, [(axis1, axis2)])
 
 
 def partial_trace(a, pairs):
-    for k, (i, j) in enumerate(sorted(pairs, reverse=True)):
-        a = np.trace(a, axis1=i, axis2=j)
-    return a
+    """Trace over several axis pairs at once, e.g. ``[(0, 2), (1, 3)]``.
+
+    >>> partial_trace(np.ones((2, 3, 2)), [(0, 2)]).tolist()
+    [2.0, 2.0, 2.0]
+    """
+    a = _array(a, "a")
+    pairs = [tuple(p) for p in pairs]
+    labels = list(range(a.ndim))
+    index = [slice(None)] * a.ndim
+    seen = set()
+    for pair in pairs:
+        if len(pair) != 2:
+            raise DescriptorError(f"a trace pair has two axes, got {pair}")
+        i, j = (normalize_axis(ax, a.ndim) for ax in pair)
+        if i == j or i in seen or j in seen:
+            raise DescriptorError(f"axes repeat in the trace pairs {pairs}")
+        seen.update((i, j))
+        n = min(a.shape[i], a.shape[j])
+        index[i] = index[j] = slice(0, n)
+        labels[j] = labels[i]
+    if any(s.stop is not None for s in index):
+        a = a[tuple(index)]
+    kept = tuple(m for k, m in enumerate(labels) if k not in seen)
+    return reduce(a, labels, kept)
+
+
+def permute(a, axes, *, alpha=1, out=None):
+    """A new C-ordered array with ``a``'s axes in the order ``axes``, times ``alpha``.
+
+    >>> permute(np.arange(6.0).reshape(2, 3), (1, 0)).flags.c_contiguous
+    True
+    """
+    a = _array(a, "a")
+    axes = tuple(axes)
+    if sorted(normalize_axis(ax, a.ndim) for ax in axes) != list(range(a.ndim)):
+        raise DescriptorError(f"axes {axes} are not a permutation of range({a.ndim})")
+    out_modes = tuple(normalize_axis(ax, a.ndim) for ax in axes)
+    operation = Operation.permutation(
+        Operand(a, range(a.ndim), what="a"), out=_out(out), out_modes=out_modes, order="C"
+    )
+    return _run(operation, [a], out, alpha=alpha)
+
+
+def elementwise_binary(a, modes_a, b, modes_b, modes_out, op="add", *, alpha=1, beta=1,
+                       unary_a=Unary.IDENTITY, unary_b=Unary.IDENTITY, out=None,
+                       compute_dtype=None):
+    """``op(alpha unary_a(a), beta unary_b(b))`` with broadcasting by mode labels.
+
+    >>> elementwise_binary(np.ones((2, 3)), "ij", np.arange(3.0), "j", "ij").tolist()
+    [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
+    """
+    a, b = _array(a, "a"), _array(b, "b")
+    operation = Operation.elementwise_binary(
+        Operand(a, modes_a, unary_a, "A"), Operand(b, modes_b, unary_b, "B"), out=_out(out),
+        out_modes=modes_out, op=op, compute=compute_dtype,
+    )
+    return _run(operation, [a, b], out, alpha=alpha, beta=beta)
+
+
+def elementwise_trinary(a, modes_a, b, modes_b, c, modes_c, modes_out, op_ab="add",
+                        op_abc="add", *, alpha=1, beta=1, gamma=1, unary_a=Unary.IDENTITY,
+                        unary_b=Unary.IDENTITY, unary_c=Unary.IDENTITY, out=None,
+                        compute_dtype=None):
+    """``op_abc(op_ab(alpha a, beta b), gamma c)`` in one pass (unary transforms optional).
+
+    >>> x = np.ones((2, 2))
+    >>> elementwise_trinary(x, "ij", x, "ij", x, "ij", "ij", alpha=2, gamma=3).tolist()
+    [[6.0, 6.0], [6.0, 6.0]]
+    """
+    a, b, c = _array(a, "a"), _array(b, "b"), _array(c, "c")
+    operation = Operation.elementwise_trinary(
+        Operand(a, modes_a, unary_a, "A"), Operand(b, modes_b, unary_b, "B"),
+        Operand(c, modes_c, unary_c, "C"), out=_out(out), out_modes=modes_out, op_ab=op_ab,
+        op_abc=op_abc, compute=compute_dtype,
+    )
+    return _run(operation, [a, b, c], out, alpha=alpha, beta=beta, gamma=gamma)
+
+
+def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, out=None,
+             unary_a=Unary.IDENTITY, unary_b=Unary.IDENTITY, compute_dtype=None):
+    """``alpha * sum a b`` over the modes absent from ``modes_out``, plus ``beta * c``.
+
+    >>> x = np.arange(4.0).reshape(2, 2)
+    >>> contract(x, "ij", x, "jk", "ik").tolist()
+    [[2.0, 3.0], [6.0, 11.0]]
+    """
+    a, b = _array(a, "a"), _array(b, "b")
+    arrays = [a, b]
+    addend = None
+    if c is not None:
+        addend = Operand(_array(c, "c"), modes_out, what="C")
+        arrays.append(c)
+    operation = Operation.contraction(
+        Operand(a, modes_a, unary_a, "A"), Operand(b, modes_b, unary_b, "B"), addend,
+        out=_out(out), out_modes=modes_out, compute=compute_dtype,
+    )
+    return _run(operation, arrays, out, alpha=alpha, beta=beta)
+
+
+def inner_product(a, b):
+    """``sum(conj(a) * b)`` as a rank-0 array (conjugate-linear on the left, like vdot)."""
+    a, b = _array(a, "a"), _array(b, "b")
+    if a.shape != b.shape:
+        raise DescriptorError(f"inner_product of shapes {a.shape} and {b.shape}")
+    modes = tuple(range(a.ndim))
+    return contract(a, modes, b, modes, (), unary_a=Unary.CONJUGATE)
+
+
+def inner_product_host(a, b):
+    """:func:`inner_product` as a Python scalar."""
+    return inner_product(a, b)[()].item()
+
+
+def norm(a):
+    """Frobenius norm, scaled so that huge or tiny entries neither overflow nor underflow.
+
+    The result is real (float for complex input) and a rank-0 array.
+
+    >>> float(norm(np.full(4, 1e300)))
+    2e+300
+    """
+    a = _array(a, "a")
+    dtype = real_type(storage_type(a.dtype, "a"))
+    parts = (a.real, a.imag) if np.iscomplexobj(a) else (a,)
+    biggest = max(_max_abs(part) for part in parts)
+    if biggest == 0 or not math.isfinite(biggest):
+        return np.asarray(biggest, dtype)
+    _, exponent = math.frexp(biggest)
+    scaled = _scaled64(a, exponent)
+    total = inner_product_host(scaled, scaled).real
+    return np.asarray(math.ldexp(math.sqrt(total), exponent), dtype)
+
+
+def _max_abs(a):
+    """max |a| as a Python float (NaN if any entry is NaN)."""
+    modes = tuple(range(a.ndim))
+    operation = Operation.reduction(Operand(a, modes, Unary.ABS, "a"), out=None, out_modes=(),
+                                    op="max")
+    return float(plan_for(operation).execute(a)[()])
+
+
+def _scaled64(a, exponent):
+    """``a * 2**-exponent`` in float64 / complex128 (exact: a power of two)."""
+    wide = np.complex128 if np.iscomplexobj(a) else np.float64
+    modes = tuple(range(a.ndim))
+    operation = Operation.permutation(Operand(a, modes, what="a"), out=np.dtype(wide),
+                                      out_modes=modes)
+    return plan_for(operation).execute(a, alpha=math.ldexp(1.0, -exponent))
+
+
+def norm_host(a):
+    """:func:`norm` as a Python float."""
+    return float(norm(a))
+
+
+def to_host(x):
+    """``x`` as a host NumPy array (tenalg arrays already live on the host)."""
+    return np.asarray(x)

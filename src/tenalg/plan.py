@@ -1,0 +1,299 @@
+"""Plans: analyse an Operation once, pick a kernel once, execute many times.
+
+A plan holds no buffers; ``execute`` checks that the arrays match the operation's
+descriptors (count, extents, strides, dtype, buffer bounds) and runs the kernel.
+
+>>> import numpy as np, tenalg as ta
+>>> a = np.arange(6.0).reshape(2, 3)
+>>> plan = ta.Plan(ta.Operation.reduction(ta.Operand(a, "ij"), out=a.dtype, out_modes="j"))
+>>> plan.execute(a).tolist()
+[3.0, 5.0, 7.0]
+"""
+
+import numpy as np
+
+from . import layout
+from .descriptors import Unary
+from .dtypes import is_complex
+from .errors import (
+    AliasError,
+    DescriptorError,
+    DTypeError,
+    InputCountError,
+    InputMismatchError,
+    OperationError,
+    OutputMismatchError,
+    ScalarCountError,
+)
+from .kernels import reference
+from .operations import Operation
+from .views import check_in_buffer
+
+try:  # the Numba kernels; the plan falls back to the reference kernels without them
+    from .kernels import cpu
+except ImportError:  # pragma: no cover - exercised only where Numba is missing
+    cpu = None
+
+# Scalars each kind takes, with their defaults.
+SCALARS = {
+    "contraction": {"alpha": 1, "beta": 0},
+    "sum_product": {"alpha": 1, "beta": 0},
+    "reduction": {"alpha": 1, "beta": 0},
+    "permutation": {"alpha": 1},
+    "elementwise_binary": {"alpha": 1, "beta": 1},
+    "elementwise_trinary": {"alpha": 1, "beta": 1, "gamma": 1},
+}
+
+
+def _byte_strides(descriptor):
+    item = descriptor.dtype.itemsize
+    return tuple(s * item for s in descriptor.strides)
+
+
+def allocate(descriptor):
+    """A new array with exactly ``descriptor``'s extents, strides and dtype."""
+    extents, strides, dtype = descriptor.extents, descriptor.strides, descriptor.dtype
+    if descriptor.elements == 0:
+        return np.empty(extents, dtype)
+    order = sorted(range(len(extents)), key=lambda ax: -abs(strides[ax]))
+    array = np.empty(tuple(extents[ax] for ax in order), dtype).transpose(np.argsort(order))
+    if _strides_match(array.strides, _byte_strides(descriptor), extents):
+        return array
+    lo, _ = descriptor.bounds()
+    buffer = np.empty(descriptor.span, dtype)
+    return np.lib.stride_tricks.as_strided(
+        buffer[-lo:], extents, _byte_strides(descriptor), writeable=True
+    )
+
+
+def _strides_match(actual, expected, extents):
+    """Equal strides on every axis of extent > 1 (others never move)."""
+    return actual == expected or all(
+        a == b for a, b, e in zip(actual, expected, extents, strict=True) if e > 1
+    )
+
+
+class Plan:
+    """Analysis and kernel choice for one :class:`Operation`; immutable and reusable."""
+
+    def __init__(self, operation):
+        if not isinstance(operation, Operation):
+            raise OperationError(f"Plan needs an Operation, got {type(operation).__name__}")
+        self.operation = operation
+        op = operation
+        self._operands = list(op.inputs) + ([op.addend] if op.addend is not None else [])
+        self._expected = [
+            (x.descriptor.extents, _byte_strides(x.descriptor), x.descriptor.dtype)
+            for x in self._operands
+        ]
+        self._names = [_name(op, i) for i in range(len(self._operands))]
+        self._scalars = SCALARS[op.kind]
+        self._kernel = None
+        self.loops = None
+        if op.kind in ("contraction", "sum_product"):
+            from .contraction import ContractionKernel
+
+            self._kernel = ContractionKernel(op)
+            self.backend = "contraction"
+            return
+        operands = [(op.output.strides, op.out_modes)] + [
+            (x.descriptor.strides, x.modes) for x in self._operands
+        ]
+        extents = [op.output.extents] + [x.descriptor.extents for x in self._operands]
+        self.loops = layout.analyse(op.out_modes, op.extents, operands, extents)
+        self._free = tuple(loop for loop in self.loops if not loop.reduced)
+        self._skip = op.output.elements == 0
+        dtypes = tuple(x.dtype for x in self._operands) + (op.output.dtype,)
+        largest = max([op.output.elements] + [x.descriptor.elements for x in self._operands])
+        use_cpu = cpu is not None and cpu.supports(op.kind, dtypes, len(self.loops), largest)
+        self._module = cpu if use_cpu else reference
+        self.backend = "cpu" if use_cpu else "reference"
+
+    # -- execution ----------------------------------------------------------------------
+    def execute(self, *arrays, alpha=None, beta=None, gamma=None):
+        """Run on ``arrays`` (inputs, then the addend C if any) into a new output."""
+        scalars = self._check_scalars(alpha, beta, gamma)
+        self._check_inputs(arrays)
+        out = allocate(self.operation.output)
+        self._run(out, arrays, scalars)
+        return out
+
+    def execute_into(self, out, *arrays, alpha=None, beta=None, gamma=None):
+        """Run into ``out``, which must match the output descriptor; returns ``out``."""
+        scalars = self._check_scalars(alpha, beta, gamma)
+        self._check_inputs(arrays)
+        self._check_output(out, arrays)
+        self._run(out, arrays, scalars)
+        return out
+
+    def _run(self, out, arrays, scalars):
+        op = self.operation
+        if self._kernel is not None:
+            c = arrays[len(op.inputs)] if op.addend is not None else None
+            self._kernel.run(out, arrays[: len(op.inputs)], c, scalars["alpha"], scalars["beta"])
+            return
+        if self._skip:
+            return
+        out_view = layout.loop_view(out, self._free, 0)
+        views = [
+            layout.loop_view(x, self.loops if k < len(op.inputs) else self._free, k + 1)
+            for k, x in enumerate(arrays)
+        ]
+        kernels = self._module
+        if op.kind == "permutation":
+            kernels.permute(out_view, views[0], alpha=scalars["alpha"],
+                            unary=op.inputs[0].unary, compute=op.compute)
+        elif op.kind == "reduction":
+            c = views[1] if op.addend is not None else None
+            kernels.reduce(out_view, views[0], op=op.op, alpha=scalars["alpha"],
+                           beta=scalars["beta"], c=c, unary_a=op.inputs[0].unary,
+                           unary_c=op.addend.unary if c is not None else Unary.IDENTITY,
+                           compute=op.compute)
+        else:
+            kernels.elementwise(out_view, tuple(views), unaries=tuple(x.unary for x in op.inputs),
+                                op_ab=op.op_ab, op_abc=op.op_abc,
+                                scalars=tuple(scalars[k] for k in ("alpha", "beta", "gamma")
+                                              if k in scalars),
+                                compute=op.compute)
+
+    # -- checks -------------------------------------------------------------------------
+    def _check_scalars(self, alpha, beta, gamma):
+        given = {"alpha": alpha, "beta": beta, "gamma": gamma}
+        values = {}
+        for name, value in given.items():
+            if name not in self._scalars:
+                if value is not None:
+                    raise ScalarCountError(
+                        f"a {self.operation.kind} takes no {name} "
+                        f"(it takes {', '.join(self._scalars)})"
+                    )
+                continue
+            value = self._scalars[name] if value is None else value
+            values[name] = _scalar(value, name, self.operation.compute)
+        if (
+            "beta" in values
+            and self.operation.kind in ("contraction", "sum_product", "reduction")
+            and self.operation.addend is None
+            and values["beta"] != 0
+        ):
+            raise ScalarCountError(f"beta = {values['beta']} but the operation has no addend C")
+        return values
+
+    def _check_inputs(self, arrays):
+        if len(arrays) != len(self._expected):
+            raise InputCountError(
+                f"{self.operation.kind} plan takes {len(self._expected)} arrays "
+                f"({', '.join(self._names)}), got {len(arrays)}"
+            )
+        for name, x, (extents, strides, dtype) in zip(
+            self._names, arrays, self._expected, strict=True
+        ):
+            if not isinstance(x, np.ndarray):
+                raise InputMismatchError(f"input {name}: expected a numpy.ndarray, "
+                                         f"got {type(x).__name__}")
+            if x.shape != extents:
+                raise InputMismatchError(f"input {name}: extents {x.shape}, the plan has "
+                                         f"{extents}")
+            if x.dtype != dtype:
+                raise InputMismatchError(f"input {name}: dtype {x.dtype}, the plan has {dtype}")
+            if not _strides_match(x.strides, strides, extents):
+                raise InputMismatchError(f"input {name}: byte strides {x.strides}, the plan has "
+                                         f"{strides}")
+            if x.base is not None:
+                check_in_buffer(x, 0, x.shape, [s // x.itemsize for s in x.strides],
+                                f"input {name}")
+
+    def _check_output(self, out, arrays):
+        d = self.operation.output
+        if not isinstance(out, np.ndarray):
+            raise OutputMismatchError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
+        if out.shape != d.extents:
+            raise OutputMismatchError(f"out: extents {out.shape}, the plan has {d.extents}")
+        if out.dtype != d.dtype:
+            raise OutputMismatchError(f"out: dtype {out.dtype}, the plan has {d.dtype}")
+        if not _strides_match(out.strides, _byte_strides(d), d.extents):
+            raise OutputMismatchError(
+                f"out: byte strides {out.strides}, the plan has {_byte_strides(d)}"
+            )
+        if not out.flags.writeable:
+            raise OutputMismatchError("out is read-only")
+        addend = len(self.operation.inputs) if self.operation.addend is not None else None
+        for k, x in enumerate(arrays):
+            if k == addend and _same_layout(x, out):
+                continue  # D = alpha * ... + beta * D, in place
+            if _shares_memory(out, x):
+                raise AliasError(f"out shares memory with input {self._names[k]}")
+
+    def explain(self):
+        """What the plan does: operands, layout before and after analysis, the kernel."""
+        op = self.operation
+        lines = [f"{op.kind} plan, compute {op.compute}"]
+        for name, x in zip(self._names, self._operands, strict=True):
+            lines.append(
+                f"  {name}: modes {_modes(x.modes)} extents {x.descriptor.extents} strides "
+                f"{x.descriptor.strides} {x.dtype}"
+                + ("" if x.unary is Unary.IDENTITY else f" unary {x.unary.value}")
+            )
+        lines.append(
+            f"  D: modes {_modes(op.out_modes)} extents {op.output.extents} strides "
+            f"{op.output.strides} {op.output.dtype}"
+        )
+        if self._kernel is not None:
+            lines.extend("  " + line for line in self._kernel.explain())
+            return "\n".join(lines)
+        before = layout.mode_records(
+            op.out_modes, op.extents,
+            [(op.output.strides, op.out_modes)]
+            + [(x.descriptor.strides, x.modes) for x in self._operands],
+        )
+        lines.append(f"  modes before: {layout.describe(before)}")
+        lines.append(f"  loops after:  {layout.describe(self.loops)}")
+        name = {"permutation": "permute", "reduction": "reduce"}.get(op.kind, "elementwise")
+        lines.append(f"  kernel: {self.backend}.{name}")
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return f"Plan({self.operation!r}, backend={self.backend})"
+
+
+def _name(op, index):
+    if index == len(op.inputs):
+        return "C"
+    if op.kind == "sum_product":
+        return f"factor {index}"
+    return "ABC"[index]
+
+
+def _modes(modes):
+    if all(isinstance(m, str) and len(m) == 1 for m in modes):
+        return "".join(modes) or "(none)"
+    return str(modes)
+
+
+def _scalar(value, name, compute):
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if not isinstance(value, int | float | complex | np.number) or isinstance(value, bool):
+        raise DescriptorError(f"{name} must be a number, got {value!r}")
+    if isinstance(value, complex | np.complexfloating) and not is_complex(compute):
+        if value.imag != 0:
+            raise DTypeError(f"{name} = {value} is complex but the compute type is {compute}")
+        value = value.real
+    return value
+
+
+def _same_layout(x, out):
+    return (
+        x.__array_interface__["data"][0] == out.__array_interface__["data"][0]
+        and x.strides == out.strides
+        and x.shape == out.shape
+    )
+
+
+def _shares_memory(a, b):
+    if not np.may_share_memory(a, b):
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=100_000))
+    except np.exceptions.TooHardError:
+        return True

@@ -1,0 +1,171 @@
+"""Views: synthetic diagonals and validated strided views, never copies.
+
+A diagonal of axes (i, j) is one axis whose stride is the sum of theirs.  Every view
+made here is checked against the memory of the array it views: a layout that would
+reach outside that buffer raises :class:`BoundsError` instead of reading foreign memory.
+
+>>> import numpy as np, tenalg as ta
+>>> a = np.arange(9.0).reshape(3, 3)
+>>> ta.diagonal(a).tolist(), np.shares_memory(ta.diagonal(a), a)
+([0.0, 4.0, 8.0], True)
+"""
+
+import numpy as np
+
+from .errors import BoundsError, DescriptorError
+
+
+def _owner(a):
+    """The array at the root of ``a``'s chain of bases (as_strided wrappers included)."""
+    root = a
+    while True:
+        base = root.base
+        if isinstance(base, np.ndarray):
+            root = base
+        elif isinstance(getattr(base, "base", None), np.ndarray):
+            root = base.base
+        else:
+            return root
+
+
+def _byte_bounds(shape, byte_strides):
+    """(lowest, highest) byte offset of an element's first byte, or None when empty."""
+    if 0 in shape:
+        return None
+    lo = sum(s * (e - 1) for e, s in zip(shape, byte_strides, strict=True) if s < 0)
+    hi = sum(s * (e - 1) for e, s in zip(shape, byte_strides, strict=True) if s > 0)
+    return lo, hi
+
+
+def buffer_interval(a):
+    """(first, last) byte address of the memory that ``a`` lives in.
+
+    >>> a = np.zeros(10)
+    >>> lo, hi = buffer_interval(a[2:5])
+    >>> hi - lo + 1
+    80
+    """
+    root = _owner(a)
+    start = root.__array_interface__["data"][0]
+    bounds = _byte_bounds(root.shape, root.strides)
+    if bounds is None:
+        return start, start - 1
+    return start + bounds[0], start + bounds[1] + root.dtype.itemsize - 1
+
+
+def check_in_buffer(a, offset, extents, strides, what="view"):
+    """Raise BoundsError unless the layout stays inside ``a``'s buffer (element units)."""
+    item = a.dtype.itemsize
+    bounds = _byte_bounds(extents, [s * item for s in strides])
+    if bounds is None:
+        return
+    origin = a.__array_interface__["data"][0] + offset * item
+    first, last = buffer_interval(a)
+    low, high = origin + bounds[0], origin + bounds[1] + item - 1
+    if low < first or high > last:
+        raise BoundsError(
+            f"{what}: extents {tuple(extents)} with strides {tuple(strides)} at offset "
+            f"{offset} reach bytes [{low - first}, {high - first}] of a "
+            f"{last - first + 1}-byte buffer"
+        )
+
+
+def _overlapping(extents, strides):
+    axes = sorted((abs(s), e) for e, s in zip(extents, strides, strict=True) if e > 1)
+    if 0 in extents:
+        return False
+    reach = 1
+    for stride, extent in axes:
+        if stride < reach:
+            return True
+        reach += stride * (extent - 1)
+    return False
+
+
+def strided_view(a, extents, strides, offset=0, writeable=False):
+    """A view of ``a``'s memory with element ``strides`` from element ``offset``.
+
+    Refuses (BoundsError) any layout that reaches outside the buffer ``a`` lives in;
+    a view whose elements overlap is never writeable.
+
+    >>> a = np.arange(6.0)
+    >>> strided_view(a, (2, 2), (1, 2), offset=1).tolist()
+    [[1.0, 3.0], [2.0, 4.0]]
+    """
+    if not isinstance(a, np.ndarray):
+        raise DescriptorError(f"strided_view needs a numpy.ndarray, got {type(a).__name__}")
+    extents, strides = tuple(extents), tuple(strides)
+    check_in_buffer(a, offset, extents, strides)
+    item = a.dtype.itemsize
+    base = a if offset == 0 or a.size == 0 else _element(a, offset)
+    return np.lib.stride_tricks.as_strided(
+        base,
+        shape=extents,
+        strides=tuple(s * item for s in strides),
+        writeable=bool(writeable and a.flags.writeable and not _overlapping(extents, strides)),
+    )
+
+
+def _element(a, offset):
+    """A 1-element view of ``a`` whose data pointer is ``offset`` elements from a's origin."""
+    item = a.dtype.itemsize
+    interface = dict(a.__array_interface__)
+    interface["data"] = (interface["data"][0] + offset * item, not a.flags.writeable)
+    interface["shape"] = (1,)
+    interface["strides"] = (item,)
+    holder = _Interface(interface, a)
+    return np.asarray(holder).view(a.dtype)
+
+
+class _Interface:
+    """Exposes an array interface while keeping the source array alive."""
+
+    def __init__(self, interface, base):
+        self.__array_interface__ = interface
+        self.base = base
+
+
+def diagonals(a, pairs):
+    """Survivor axes in order, then one diagonal axis per ``(i, j)`` pair (a view).
+
+    Each diagonal has the smaller of the two extents; its stride is the sum of theirs.
+
+    >>> a = np.arange(16.0).reshape(2, 2, 2, 2)
+    >>> diagonals(a, [(0, 2), (1, 3)]).tolist()
+    [0.0, 15.0]
+    >>> diagonals(a, [(0, 1)]).shape
+    (2, 2, 2)
+    """
+    if not isinstance(a, np.ndarray):
+        raise DescriptorError(f"expected a numpy.ndarray, got {type(a).__name__}")
+    traced = [normalize_axis(ax, a.ndim) for pair in pairs for ax in _pair(pair)]
+    if len(set(traced)) != len(traced):
+        raise DescriptorError(f"axes repeat across the pairs {list(pairs)}")
+    survivors = [ax for ax in range(a.ndim) if ax not in traced]
+    shape = [a.shape[ax] for ax in survivors]
+    strides = [a.strides[ax] for ax in survivors]
+    for i, j in zip(traced[::2], traced[1::2], strict=True):
+        shape.append(min(a.shape[i], a.shape[j]))
+        strides.append(a.strides[i] + a.strides[j])
+    return np.lib.stride_tricks.as_strided(a, tuple(shape), tuple(strides), writeable=False)
+
+
+def diagonal(a, axis1=0, axis2=1):
+    """The diagonal of axes ``axis1`` and ``axis2`` as a read-only view (axis last)."""
+    return diagonals(a, [(axis1, axis2)])
+
+
+def _pair(pair):
+    pair = tuple(pair)
+    if len(pair) != 2:
+        raise DescriptorError(f"a trace pair has two axes, got {pair}")
+    return pair
+
+
+def normalize_axis(axis, ndim):
+    """``axis`` in range(ndim), negatives counted from the end; DescriptorError otherwise."""
+    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+        raise DescriptorError(f"axis must be an integer, got {axis!r}")
+    if not -ndim <= axis < ndim:
+        raise DescriptorError(f"axis {axis} is out of range for a tensor of rank {ndim}")
+    return int(axis) % ndim
