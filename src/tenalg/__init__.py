@@ -11,6 +11,7 @@ trains (:mod:`tenalg.tt`) and symmetric block-sparse tensors (:mod:`tenalg.symme
 from .api import contract
 from .api import diagonal
 from .api import diagonals
+from .api import einsum
 from .api import elementwise_binary
 from .api import elementwise_trinary
 from .api import inner_product

@@ -19,7 +19,7 @@ from .plan import Plan
 from .views import diagonal, diagonals, normalize_axis
 
 __all__ = [
-    "contract", "diagonal", "diagonals", "elementwise_binary", "elementwise_trinary",
+    "contract", "diagonal", "einsum", "diagonals", "elementwise_binary", "elementwise_trinary",
     "inner_product", "inner_product_host", "norm", "norm_host", "partial_trace", "permute",
     "plan_for", "reduce", "sum", "sum_host", "to_host", "trace",
 ]
@@ -266,6 +266,11 @@ def _scaled64(a, exponent):
 def norm_host(a):
     """:func:`norm` as a Python float."""
     return float(norm(a))
+
+
+def einsum(subscripts, *operands, **options):
+    """TEMPORARY: np.einsum until tenalg.einsum (the planned front end) lands."""
+    return np.einsum(subscripts, *operands, optimize=True)
 
 
 def to_host(x):
