@@ -74,9 +74,13 @@ def _strides_match(actual, expected, extents):
 
 
 class Plan:
-    """Analysis and kernel choice for one :class:`Operation`; immutable and reusable."""
+    """Analysis and kernel choice for one :class:`Operation`; immutable and reusable.
 
-    def __init__(self, operation):
+    ``kernels`` is "auto" (the Numba kernels where they pay off, else the reference),
+    "cpu" or "reference".
+    """
+
+    def __init__(self, operation, kernels="auto"):
         if not isinstance(operation, Operation):
             raise OperationError(f"Plan needs an Operation, got {type(operation).__name__}")
         self.operation = operation
@@ -105,7 +109,15 @@ class Plan:
         self._skip = op.output.elements == 0
         dtypes = tuple(x.dtype for x in self._operands) + (op.output.dtype,)
         largest = max([op.output.elements] + [x.descriptor.elements for x in self._operands])
-        use_cpu = cpu is not None and cpu.supports(op.kind, dtypes, len(self.loops), largest)
+        if kernels not in ("auto", "cpu", "reference"):
+            raise OperationError(f"kernels must be 'auto', 'cpu' or 'reference', not {kernels!r}")
+        if kernels == "cpu" and cpu is None:
+            raise OperationError("the Numba kernels are not available (is numba installed?)")
+        use_cpu = kernels == "cpu" or (
+            kernels == "auto"
+            and cpu is not None
+            and cpu.supports(op.kind, dtypes, len(self.loops), largest)
+        )
         self._module = cpu if use_cpu else reference
         self.backend = "cpu" if use_cpu else "reference"
 

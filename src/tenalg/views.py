@@ -132,7 +132,7 @@ def diagonals(a, pairs):
 
     >>> a = np.arange(16.0).reshape(2, 2, 2, 2)
     >>> diagonals(a, [(0, 2), (1, 3)]).tolist()
-    [0.0, 15.0]
+    [[0.0, 5.0], [10.0, 15.0]]
     >>> diagonals(a, [(0, 1)]).shape
     (2, 2, 2)
     """

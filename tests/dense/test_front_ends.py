@@ -1,0 +1,124 @@
+"""Front ends: sum, trace, partial_trace, diagonal, norm, inner_product, explain."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tenalg as ta
+
+from .strategies import COMPLEX, DTYPES, shapes, strided, tolerance, wide
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), shape=shapes(min_dims=1, max_dims=4), dtype=st.sampled_from(DTYPES))
+def test_sum_axis_forms(data, shape, dtype):
+    a = data.draw(strided(shape, dtype))
+    axes = data.draw(st.lists(st.integers(-a.ndim, a.ndim - 1), unique_by=lambda x: x % a.ndim,
+                              max_size=a.ndim))
+    axis = axes[0] if len(axes) == 1 and data.draw(st.booleans()) else tuple(axes)
+    got = ta.sum(a, axis=axis)
+    expected = np.sum(wide(a), axis=axis)
+    np.testing.assert_allclose(wide(got), expected, rtol=4 * tolerance(dtype),
+                               atol=4 * tolerance(dtype) * (np.abs(wide(a)).sum() + 1))
+
+
+def test_sum_all_is_rank_0_and_host_is_python():
+    a = np.arange(6.0).reshape(2, 3)
+    assert ta.sum(a).shape == () and ta.sum_host(a) == 15.0
+    assert isinstance(ta.sum_host(a), float)
+    assert isinstance(ta.sum_host(a.astype(np.complex64)), complex)
+    with pytest.raises(ta.OperationError, match="repeats"):
+        ta.sum(a, axis=(0, -2))
+    with pytest.raises(ta.DescriptorError, match="out of range"):
+        ta.sum(a, axis=2)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), dtype=st.sampled_from(DTYPES))
+def test_trace_matches_numpy(data, dtype):
+    shape = data.draw(shapes(min_dims=2, max_dims=4))
+    a = data.draw(strided(shape, dtype))
+    axis1, axis2 = data.draw(st.permutations(range(a.ndim)))[:2]
+    got = ta.trace(a, axis1, axis2)
+    expected = np.trace(wide(a), axis1=axis1, axis2=axis2)
+    np.testing.assert_allclose(wide(got), expected, rtol=4 * tolerance(dtype),
+                               atol=4 * tolerance(dtype) * (np.abs(wide(a)).sum() + 1))
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), dtype=st.sampled_from(DTYPES))
+def test_partial_trace_matches_einsum(data, dtype):
+    n, m, k = (data.draw(st.integers(0, 4)) for _ in range(3))
+    a = data.draw(strided((n, m, k, n, m), dtype))
+    got = ta.partial_trace(a, [(0, 3), (4, 1)])
+    expected = np.einsum("ijkij->k", wide(a))
+    np.testing.assert_allclose(wide(got), expected, rtol=4 * tolerance(dtype),
+                               atol=4 * tolerance(dtype) * (np.abs(wide(a)).sum() + 1))
+
+
+def test_trace_reads_a_view_not_a_copy():
+    # A copy of this broadcast array would need 80 GB; a diagonal view reads 100 000 values.
+    a = np.broadcast_to(np.float64(2.0), (100_000, 100_000))
+    assert float(ta.trace(a)) == 200_000.0
+    b = np.broadcast_to(np.float32(1.0), (3000, 7, 3000, 7))
+    np.testing.assert_array_equal(ta.partial_trace(b, [(0, 2)]), np.full((7, 7), 3000.0))
+
+
+def test_trace_of_a_matrix_is_rank_0_and_non_square_traces_the_square():
+    a = np.arange(12.0).reshape(3, 4)
+    assert ta.trace(a).shape == () and float(ta.trace(a)) == np.trace(a)
+    assert float(ta.trace(a.T)) == np.trace(a.T)
+    with pytest.raises(ta.DescriptorError, match="repeat"):
+        ta.partial_trace(np.zeros((2, 2, 2)), [(0, 1), (1, 2)])
+
+
+def test_diagonal_views():
+    a = np.arange(24.0).reshape(2, 3, 2, 2)
+    d = ta.diagonal(a, 0, 2)
+    np.testing.assert_array_equal(d, np.diagonal(a, axis1=0, axis2=2))
+    assert np.shares_memory(d, a) and not d.flags.writeable
+    dd = ta.diagonals(a, [(0, 2), (1, 3)])
+    np.testing.assert_array_equal(dd, np.einsum("ijij->ij", a[:, :2, :, :]))
+
+
+def test_norm_scales_huge_and_tiny_values():
+    for value in (1e300, 1e-300, 5e-324):
+        x = np.full(16, value)
+        assert ta.norm_host(x) == pytest.approx(4 * value, rel=1e-12)
+    f = np.full(4, 3e38, np.float32)
+    assert float(ta.norm(f)) == pytest.approx(6e38, rel=1e-6) and ta.norm(f).dtype == np.float32
+    z = np.array([3 + 4j, 0], np.complex64)
+    assert ta.norm(z).dtype == np.float32 and float(ta.norm(z)) == pytest.approx(5.0)
+    assert ta.norm_host(np.zeros(3)) == 0.0
+    assert np.isnan(ta.norm_host(np.array([1.0, np.nan])))
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_inner_product_is_conjugate_linear_on_the_left(dtype):
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(dtype)
+    b = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(dtype)
+    np.testing.assert_allclose(ta.inner_product(a, b), np.vdot(a, b), rtol=1e-5)
+    assert ta.inner_product_host(a, b) == pytest.approx(complex(np.vdot(a, b)), rel=1e-5)
+
+
+def test_explain_shows_layout_and_kernel():
+    a = np.zeros((64, 32, 64, 32))
+    plan = ta.Plan(ta.Operation.reduction(ta.Operand(a, "ijik"), out_modes="jk"))
+    text = plan.explain()
+    assert "reduction plan" in text and "loops after" in text and "kernel:" in text
+    assert "65568" in text  # the diagonal of i: stride 65536 + 32 elements
+
+
+def test_layout_fuses_contiguous_modes():
+    a = np.zeros((4, 5, 6))
+    plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ijk"), out_modes="ijk"))
+    assert len(plan.loops) == 1 and plan.loops[0].extent == 120
+    plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ijk"), out_modes="kij", order="C"))
+    assert [loop.extent for loop in plan.loops] == [6, 20]
+
+
+def test_to_host():
+    a = np.arange(3.0)
+    assert ta.to_host(a) is a

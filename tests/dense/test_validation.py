@@ -1,0 +1,164 @@
+"""Bad input raises a clear tenalg error before anything is written."""
+
+import numpy as np
+import pytest
+
+import tenalg as ta
+
+
+def reduction_plan(a, modes="ij", out_modes="i", c=None):
+    return ta.Plan(ta.Operation.reduction(
+        ta.Operand(a, modes), None if c is None else ta.Operand(c, out_modes),
+        out_modes=out_modes))
+
+
+def test_integer_bool_object_dtypes_are_rejected():
+    for dtype in (np.int32, np.bool_, object, np.uint8):
+        with pytest.raises(ta.DTypeError, match=np.dtype(dtype).name):
+            ta.TensorDescriptor.from_array(np.zeros(2, dtype))
+        with pytest.raises(ta.DTypeError):
+            ta.sum(np.zeros(2, dtype))
+
+
+def test_unequal_extents_name_the_mode():
+    a, b = np.zeros((2, 3)), np.zeros((4, 3))
+    with pytest.raises(ta.ExtentError, match="'i'"):
+        ta.elementwise_binary(a, "ij", b, "ij", "ij")
+
+
+def test_repeated_mode_needs_equal_extents():
+    with pytest.raises(ta.DescriptorError, match="repeated mode"):
+        ta.Operand(np.zeros((2, 3)), "ii")
+
+
+def test_output_modes_must_be_unique_and_cover_elementwise_inputs():
+    a = np.zeros((2, 3))
+    with pytest.raises(ta.OperationError, match="twice"):
+        ta.Operation.permutation(ta.Operand(a, "ij"), out_modes="ii")
+    with pytest.raises(ta.OperationError, match="cannot reduce"):
+        ta.Operation.permutation(ta.Operand(a, "ij"), out_modes="i")
+    with pytest.raises(ta.OperationError, match="cannot reduce"):
+        ta.Operation.elementwise_binary(ta.Operand(a, "ij"), ta.Operand(a, "ij"), out_modes="j")
+
+
+def test_output_that_would_discard_values():
+    a = np.zeros((2, 3))
+    out = ta.TensorDescriptor.contiguous((1, 3), np.float64)
+    with pytest.raises(ta.ExtentError):
+        ta.Operation.permutation(ta.Operand(a, "ij"), out=out, out_modes="ij")
+
+
+def test_broadcast_only_output_mode_needs_a_descriptor():
+    a = np.ones(3)
+    with pytest.raises(ta.OperationError, match="broadcast-only"):
+        ta.Operation.permutation(ta.Operand(a, "j"), out_modes="ij")
+    out = ta.TensorDescriptor.contiguous((2, 3), np.float64)
+    plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "j"), out=out, out_modes="ij"))
+    assert plan.execute(a).tolist() == [[1.0] * 3] * 2
+
+
+def test_overlapping_output_descriptor():
+    with pytest.raises(ta.AliasError, match="overlaps itself"):
+        ta.Operation.permutation(ta.Operand(np.zeros((2, 3)), "ij"),
+                                 out=ta.TensorDescriptor((2, 3), (1, 1), np.float64),
+                                 out_modes="ij")
+
+
+def test_compute_type_rules():
+    a = np.zeros(2, np.float64)
+    with pytest.raises(ta.DTypeError, match="narrower"):
+        ta.Operation.reduction(ta.Operand(a, "i"), out_modes="", compute=np.float32)
+    z = np.zeros(2, np.complex64)
+    with pytest.raises(ta.DTypeError, match="complex"):
+        ta.Operation.reduction(ta.Operand(z, "i"), out_modes="", op="max")
+    op = ta.Operation.reduction(ta.Operand(np.zeros(2, np.float16), "i"), out_modes="")
+    assert op.compute == np.float32
+
+
+def test_input_count_and_mismatch():
+    a = np.zeros((2, 3))
+    plan = reduction_plan(a)
+    with pytest.raises(ta.InputCountError, match="takes 1"):
+        plan.execute(a, a)
+    with pytest.raises(ta.InputMismatchError, match="input A: extents"):
+        plan.execute(np.zeros((3, 2)))
+    with pytest.raises(ta.InputMismatchError, match="input A: dtype"):
+        plan.execute(np.zeros((2, 3), np.float32))
+    with pytest.raises(ta.InputMismatchError, match="input A: byte strides"):
+        plan.execute(np.zeros((3, 2)).T)
+
+
+def test_scalar_count():
+    a = np.zeros((2, 3))
+    with pytest.raises(ta.ScalarCountError, match="no gamma"):
+        reduction_plan(a).execute(a, gamma=2)
+    with pytest.raises(ta.ScalarCountError, match="no addend"):
+        reduction_plan(a).execute(a, beta=1)
+    perm = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ij"), out_modes="ji"))
+    with pytest.raises(ta.ScalarCountError, match="no beta"):
+        perm.execute(a, beta=1)
+    with pytest.raises(ta.DTypeError, match="complex"):
+        perm.execute(a, alpha=1j)
+
+
+def test_output_mismatch_and_alias_leave_out_untouched():
+    a = np.ones((2, 3))
+    plan = reduction_plan(a)
+    with pytest.raises(ta.OutputMismatchError, match="extents"):
+        plan.execute_into(np.zeros(3), a)
+    with pytest.raises(ta.OutputMismatchError, match="dtype"):
+        plan.execute_into(np.zeros(2, np.float32), a)
+    frozen = np.zeros(2)
+    frozen.flags.writeable = False
+    with pytest.raises(ta.OutputMismatchError, match="read-only"):
+        plan.execute_into(frozen, a)
+    big = np.arange(8.0)
+    perm = ta.Plan(ta.Operation.permutation(ta.Operand(big[:4], "i"), out_modes="i"))
+    before = big.copy()
+    with pytest.raises(ta.AliasError, match="input A"):
+        perm.execute_into(big[2:6], big[:4])
+    np.testing.assert_array_equal(big, before)
+    # interleaved slices share a buffer but no element: allowed
+    perm2 = ta.Plan(ta.Operation.permutation(
+        ta.Operand(big[::2], "i"), out=ta.TensorDescriptor.from_array(big[1::2]), out_modes="i"))
+    perm2.execute_into(big[1::2], big[::2])
+    assert big[1::2].tolist() == before[::2].tolist()
+
+
+def test_addend_identical_to_out_accumulates_in_place():
+    a = np.ones((2, 3))
+    c = np.array([10.0, 20.0])
+    plan = reduction_plan(a, c=c)
+    assert plan.execute_into(c, a, c, beta=2).tolist() == [23.0, 43.0]
+
+
+def test_out_of_bounds_layouts_are_refused():
+    a = np.arange(10.0)
+    bad = np.lib.stride_tricks.as_strided(a, (20,), (8,))
+    with pytest.raises(ta.BoundsError):
+        ta.sum(bad)
+    with pytest.raises(ta.BoundsError):
+        ta.strided_view(a, (4,), (3,), offset=1)
+    assert ta.strided_view(a, (3,), (3,), offset=1).tolist() == [1.0, 4.0, 7.0]
+    assert ta.strided_view(a[::-1], (2, 2), (-1, -5)).tolist() == [[9.0, 4.0], [8.0, 3.0]]
+
+
+def test_unknown_enum_values():
+    with pytest.raises(ta.OperationError, match="choose one of"):
+        ta.Operation.reduction(ta.Operand(np.zeros(2), "i"), out_modes="", op="mean")
+    with pytest.raises(ta.OperationError):
+        ta.Operand(np.zeros(2), "i", unary="square")
+
+
+def test_descriptor_checks():
+    with pytest.raises(ta.DescriptorError, match="2 extents but 1 strides"):
+        ta.TensorDescriptor((2, 3), (1,), np.float64)
+    with pytest.raises(ta.DescriptorError, match="overflows"):
+        ta.TensorDescriptor((2**40, 2**40), (2**40, 1), np.float64)
+    with pytest.raises(ta.DescriptorError, match="not a multiple"):
+        ta.TensorDescriptor.from_array(np.ndarray((2,), np.float32, np.zeros(16, np.uint8),
+                                                  0, (6,)))
+    d = ta.TensorDescriptor.from_array(np.zeros((2, 3), np.float32).T)
+    assert d.extents == (3, 2) and d.strides == (1, 3) and hash(d) == hash(
+        ta.TensorDescriptor((3, 2), (1, 3), np.float32))
+    assert ta.TensorDescriptor((3, 3), (1, 1), np.float32).is_nonoverlapping() is False
