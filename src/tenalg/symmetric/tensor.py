@@ -1,0 +1,229 @@
+"""BlockTensor: legs, a flux, and a dict of dense blocks keyed by charge tuples.
+
+Only blocks whose charges conserve the flux may exist; a missing block is zero. Blocks
+are C-contiguous arrays of one dtype.
+
+>>> import numpy as np
+>>> from tenalg.symmetric import U1, Leg
+>>> leg = Leg(U1(), [(0, 2), (1, 1)])
+>>> t = BlockTensor.random((leg, leg.conj()), rng=np.random.default_rng(0))
+>>> sorted(t.blocks), t.to_dense().shape
+([(0, 0), (1, 1)], (3, 3))
+>>> np.allclose(BlockTensor.from_dense(t.to_dense(), t.legs).to_dense(), t.to_dense())
+True
+"""
+
+import numbers
+
+import numpy as np
+
+from ..dtypes import result_type, storage_type
+from ..errors import DescriptorError, OperationError
+from . import dense
+from .groups import U1
+from .legs import Leg
+from .sectors import allowed_keys, block_shape, total_charge
+
+
+def _check_legs(legs):
+    legs = tuple(legs)
+    if not all(isinstance(leg, Leg) for leg in legs):
+        raise DescriptorError("legs must be Leg objects")
+    if len({leg.group for leg in legs}) > 1:
+        raise DescriptorError(f"legs mix groups: {sorted({str(leg.group) for leg in legs})}")
+    return legs
+
+
+class BlockTensor:
+    """A symmetric tensor: ``legs``, ``flux`` and ``blocks`` (charges tuple -> array)."""
+
+    def __init__(self, legs, flux=None, blocks=None, dtype=None, group=None):
+        legs = _check_legs(legs)
+        group = legs[0].group if legs else group or U1()
+        flux = group.identity if flux is None else group.canonical(flux)
+        blocks = {} if blocks is None else blocks
+        dtypes = {np.asarray(b).dtype for b in blocks.values()}
+        if dtype is None:
+            dtype = result_type(sorted(dtypes, key=str)) if dtypes else np.float64
+        dtype = storage_type(dtype, "BlockTensor")
+        self.legs, self.flux, self.dtype, self.group, self.blocks = legs, flux, dtype, group, {}
+        for key, block in blocks.items():
+            if not isinstance(key, tuple) or len(key) != len(legs):
+                raise DescriptorError(f"block key {key!r} needs one charge per leg ({len(legs)})")
+            key = tuple(leg.group.canonical(q) for leg, q in zip(legs, key, strict=True))
+            self._check_block(key, block)
+            self.blocks[key] = np.asarray(block, dtype, order="C")
+
+    def _check_block(self, key, block):
+        legs = self.legs
+        if any(q not in leg.dims for leg, q in zip(legs, key, strict=True)):
+            raise DescriptorError(f"block key {key} does not name one sector of each leg")
+        total = total_charge(self.group, legs, key)
+        if total != self.flux:
+            raise DescriptorError(f"block {key} has total charge {total}, not the flux {self.flux}")
+        if np.shape(block) != block_shape(legs, key):
+            raise DescriptorError(
+                f"block {key} has shape {np.shape(block)}, its sectors give "
+                f"{block_shape(legs, key)}"
+            )
+
+    @classmethod
+    def _new(cls, legs, flux, blocks, dtype, group):
+        """Trusted construction from checked parts (no validation, no copies)."""
+        t = cls.__new__(cls)
+        t.legs, t.flux, t.blocks, t.dtype, t.group = legs, flux, blocks, np.dtype(dtype), group
+        return t
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def zeros(cls, legs, flux=None, dtype=np.float64):
+        """Every conserving block, filled with zeros."""
+        t = cls(legs, flux, dtype=dtype)
+        for key in allowed_keys(t.group, t.legs, t.flux):
+            t.blocks[key] = np.zeros(block_shape(t.legs, key), t.dtype)
+        return t
+
+    @classmethod
+    def random(cls, legs, flux=None, dtype=np.float64, rng=None):
+        """Every conserving block, standard normal entries (real and imaginary parts)."""
+        rng = np.random.default_rng(rng)
+        t = cls(legs, flux, dtype=dtype)
+        for key in allowed_keys(t.group, t.legs, t.flux):
+            shape = block_shape(t.legs, key)
+            block = rng.standard_normal(shape)
+            if np.issubdtype(t.dtype, np.complexfloating):
+                block = block + 1j * rng.standard_normal(shape)
+            t.blocks[key] = block.astype(t.dtype)
+        return t
+
+    @classmethod
+    def from_dense(cls, array, legs, flux=None, atol=1e-12):
+        """The blocks of a dense ``array``; raises if an entry off the blocks exceeds atol."""
+        array = np.asarray(array)
+        t = cls(legs, flux, dtype=array.dtype)
+        dims = tuple(leg.dim for leg in t.legs)
+        if array.shape != dims:
+            raise DescriptorError(f"dense shape {array.shape} does not match the legs {dims}")
+        rest = array.copy()
+        for key in allowed_keys(t.group, t.legs, t.flux):
+            index = t._index(key)
+            t.blocks[key] = np.array(array[index], order="C")
+            rest[index] = 0
+        if rest.size and np.max(np.abs(rest)) > atol:
+            entry = np.unravel_index(np.argmax(np.abs(rest)), rest.shape)
+            key = tuple(_sector_of(leg, i) for leg, i in zip(t.legs, entry, strict=True))
+            raise DescriptorError(
+                f"array is not symmetric: entry {tuple(int(i) for i in entry)} = "
+                f"{array[entry].item()!r} lies in block {key} of total charge "
+                f"{total_charge(t.group, t.legs, key)}, not the flux {t.flux} (atol {atol})"
+            )
+        return t
+
+    def _index(self, key):
+        return tuple(leg.slice(q) for leg, q in zip(self.legs, key, strict=True))
+
+    def to_dense(self):
+        """The dense array: sectors in leg order, zeros off the blocks."""
+        out = np.zeros(tuple(leg.dim for leg in self.legs), self.dtype)
+        for key, block in self.blocks.items():
+            out[self._index(key)] = block
+        return out
+
+    def copy(self):
+        blocks = {k: b.copy() for k, b in self.blocks.items()}
+        return self._new(self.legs, self.flux, blocks, self.dtype, self.group)
+
+    # -- properties ---------------------------------------------------------------------
+    @property
+    def ndim(self):
+        return len(self.legs)
+
+    @property
+    def shape(self):
+        """The dense shape."""
+        return tuple(leg.dim for leg in self.legs)
+
+    def __repr__(self):
+        return (f"BlockTensor(legs={list(self.legs)}, flux={self.flux}, "
+                f"{len(self.blocks)} blocks, {self.dtype})")
+
+    # -- arithmetic ---------------------------------------------------------------------
+    def conj(self):
+        """Complex conjugate: conjugated blocks, every leg flipped, the dual flux."""
+        legs = tuple(leg.conj() for leg in self.legs)
+        blocks = {k: np.conj(b) for k, b in self.blocks.items()}
+        return self._new(legs, self.group.dual(self.flux), blocks, self.dtype, self.group)
+
+    def norm(self):
+        """The Frobenius norm (a Python float)."""
+        return float(np.sqrt(sum(np.vdot(b, b).real for b in self.blocks.values())))
+
+    def __mul__(self, scalar):
+        if not isinstance(scalar, numbers.Number) or isinstance(scalar, bool):
+            return NotImplemented
+        dtype = storage_type(np.result_type(self.dtype, scalar), "scalar * BlockTensor")
+        blocks = {k: (scalar * b).astype(dtype, copy=False) for k, b in self.blocks.items()}
+        return self._new(self.legs, self.flux, blocks, dtype, self.group)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, scalar):
+        return self * (1 / scalar)
+
+    def __neg__(self):
+        return self * -1
+
+    def __add__(self, other):
+        return self._combine(other, 1)
+
+    def __sub__(self, other):
+        return self._combine(other, -1)
+
+    def _combine(self, other, sign):
+        if not isinstance(other, BlockTensor):
+            return NotImplemented
+        if other.legs != self.legs or other.flux != self.flux:
+            raise OperationError(
+                f"adding tensors with different legs or flux ({self!r} and {other!r})"
+            )
+        dtype = result_type([self.dtype, other.dtype])
+        blocks = {k: b.astype(dtype) for k, b in self.blocks.items()}
+        for key, block in other.blocks.items():
+            if key in blocks:
+                blocks[key] += sign * block
+            else:
+                blocks[key] = (sign * block).astype(dtype)
+        return self._new(self.legs, self.flux, blocks, dtype, self.group)
+
+    def permute(self, axes):
+        """The tensor with its legs in the order ``axes`` (a new tensor)."""
+        return permute(self, axes)
+
+
+def _sector_of(leg, index):
+    for q, _ in leg.sectors:
+        s = leg.slice(q)
+        if s.start <= index < s.stop:
+            return q
+    raise AssertionError("index beyond the leg")  # pragma: no cover
+
+
+def permute(t, axes):
+    """``t`` with legs (and block axes) in the order ``axes``; blocks go through plans.
+
+    >>> from tenalg.symmetric import U1, Leg
+    >>> leg = Leg(U1(), [(0, 1), (1, 2)])
+    >>> t = BlockTensor.random((leg, leg, leg.conj()), rng=0)
+    >>> import numpy as np
+    >>> np.allclose(permute(t, (2, 0, 1)).to_dense(), t.to_dense().transpose(2, 0, 1))
+    True
+    """
+    axes = tuple(int(ax) for ax in axes)
+    if sorted(axes) != list(range(t.ndim)):
+        raise OperationError(f"axes {axes} are not a permutation of range({t.ndim})")
+    legs = tuple(t.legs[ax] for ax in axes)
+    blocks = {}
+    for key, block in t.blocks.items():
+        out = np.empty(tuple(block.shape[ax] for ax in axes), t.dtype)
+        blocks[tuple(key[ax] for ax in axes)] = dense.permute_into(out, block, axes)
+    return BlockTensor._new(legs, t.flux, blocks, t.dtype, t.group)

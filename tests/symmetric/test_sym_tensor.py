@@ -1,0 +1,117 @@
+"""BlockTensor construction, dense round trips, arithmetic and permutation."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sym_helpers import DTYPES, GROUPS, close, flux_for, in_blocks, legs
+
+from tenalg import symmetric as sym
+from tenalg.errors import DescriptorError, OperationError
+
+
+@st.composite
+def tensors(draw, min_legs=1, max_legs=4):
+    group = draw(st.sampled_from(GROUPS))
+    legs_ = tuple(draw(st.lists(legs(group), min_size=min_legs, max_size=max_legs)))
+    flux = draw(flux_for(legs_))
+    dtype = draw(st.sampled_from(DTYPES))
+    return sym.BlockTensor.random(legs_, flux, dtype=dtype, rng=draw(st.integers(0, 99)))
+
+
+def _dense_reference(t):
+    """Dense array built entry by entry from the conservation law."""
+    out = np.zeros(t.shape, t.dtype)
+    sector = [np.concatenate([[q] * d for q, d in
+                              [(i, d) for i, (_, d) in enumerate(leg.sectors)]]).astype(int)
+              for leg in t.legs]
+    for index in np.ndindex(*t.shape):
+        key = tuple(leg.charges[s[i]] for leg, s, i in zip(t.legs, sector, index, strict=True))
+        if key in t.blocks:
+            local = tuple(i - leg.slice(q).start for leg, q, i in
+                          zip(t.legs, key, index, strict=True))
+            out[index] = t.blocks[key][local]
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(tensors())
+def test_random_conserves_and_round_trips(t):
+    assert in_blocks(t)
+    assert set(t.blocks) == set(sym.sectors.allowed_keys(t.group, t.legs, t.flux))
+    d = t.to_dense()
+    assert d.dtype == t.dtype and d.shape == t.shape
+    assert np.array_equal(d, _dense_reference(t))
+    back = sym.BlockTensor.from_dense(d, t.legs, t.flux)
+    assert back.blocks.keys() == t.blocks.keys() and np.array_equal(back.to_dense(), d)
+    assert np.isclose(t.norm(), np.linalg.norm(d), rtol=1e-5)
+
+
+@settings(max_examples=30, deadline=None)
+@given(tensors(), st.data())
+def test_arithmetic_and_conj_match_dense(t, data):
+    u = sym.BlockTensor.random(t.legs, t.flux, dtype=t.dtype, rng=data.draw(st.integers(0, 9)))
+    del u.blocks[next(iter(u.blocks))]  # a missing block is zero
+    d, e = t.to_dense(), u.to_dense()
+    assert close((t + u).to_dense(), d + e, t.dtype)
+    assert close((t - 2.0 * u).to_dense(), d - 2 * e, t.dtype)
+    assert close((-t / 4).to_dense(), -d / 4, t.dtype)
+    assert (2.0 * t).dtype == t.dtype
+    z = (1j * t)
+    assert np.iscomplexobj(z.to_dense()) and close(z.to_dense(), 1j * d, t.dtype)
+    c = t.conj()
+    assert in_blocks(c) and all(a.dual != b.dual for a, b in zip(c.legs, t.legs, strict=True))
+    assert close(c.to_dense(), np.conj(d), t.dtype)
+    copy = t.copy()
+    next(iter(copy.blocks.values()))[...] = 7
+    assert np.array_equal(t.to_dense(), d)
+
+
+@settings(max_examples=30, deadline=None)
+@given(tensors(), st.data())
+def test_permute_matches_dense(t, data):
+    axes = data.draw(st.permutations(range(t.ndim)))
+    p = sym.permute(t, axes)
+    assert in_blocks(p) and p.legs == tuple(t.legs[a] for a in axes)
+    assert np.array_equal(p.to_dense(), t.to_dense().transpose(axes))
+    assert np.array_equal(t.permute(axes).to_dense(), p.to_dense())
+
+
+def test_zeros_and_rank_zero():
+    leg = sym.Leg(sym.U1(), [(0, 2), (1, 1)])
+    z = sym.BlockTensor.zeros((leg, leg.conj()), dtype=np.complex64)
+    assert set(z.blocks) == {(0, 0), (1, 1)} and z.dtype == np.complex64 and z.norm() == 0
+    s = sym.BlockTensor((), 0, {(): np.array(3.0)})
+    assert s.to_dense()[()] == 3.0 and s.shape == ()
+
+
+def test_from_dense_names_the_offending_entry():
+    leg = sym.Leg(sym.U1(), [(0, 2), (1, 1)])
+    d = sym.BlockTensor.random((leg, leg.conj()), rng=0).to_dense()
+    d[0, 2] = 0.5
+    with pytest.raises(DescriptorError, match=r"entry \(0, 2\) = 0.5 lies in block \(0, 1\)"):
+        sym.BlockTensor.from_dense(d, (leg, leg.conj()))
+    d[0, 2] = 1e-14
+    sym.BlockTensor.from_dense(d, (leg, leg.conj()))  # within atol
+    with pytest.raises(DescriptorError, match="shape"):
+        sym.BlockTensor.from_dense(d[:2], (leg, leg.conj()))
+
+
+def test_constructor_errors():
+    leg = sym.Leg(sym.U1(), [(0, 2), (1, 1)])
+    legs_ = (leg, leg.conj())
+    with pytest.raises(DescriptorError, match="total charge"):
+        sym.BlockTensor(legs_, 0, {(0, 1): np.zeros((2, 1))})
+    with pytest.raises(DescriptorError, match="shape"):
+        sym.BlockTensor(legs_, 0, {(0, 0): np.zeros((2, 1))})
+    with pytest.raises(DescriptorError, match="sector"):
+        sym.BlockTensor(legs_, 0, {(5, 5): np.zeros((2, 1))})
+    with pytest.raises(DescriptorError, match="one charge per leg"):
+        sym.BlockTensor(legs_, 0, {(0,): np.zeros(2)})
+    with pytest.raises(DescriptorError, match="mix groups"):
+        sym.BlockTensor((leg, sym.Leg(sym.Zn(2), [(0, 1)])))
+    t = sym.BlockTensor.random(legs_, rng=0)
+    with pytest.raises(OperationError, match="different legs or flux"):
+        t + sym.BlockTensor.random(legs_, flux=1, rng=0)
+    with pytest.raises(OperationError, match="permutation"):
+        sym.permute(t, (0, 0))
