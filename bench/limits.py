@@ -1,0 +1,73 @@
+"""The machine's limits, measured in the same run as the workloads.
+
+Bandwidths count bytes read plus bytes written (a copy of N bytes moves 2N), the same
+way workloads count their ``bytes``; GEMM peaks count 2 n^3 flops per n x n product.
+A limit is what the machine can do, so each one comes from its fastest timed batch (the
+workloads use medians); other processes on the machine lower both alike.
+
+- ``copy-1t``: ``np.copyto`` (one thread); ``copy-mt``: a Numba ``prange`` copy (all
+  cores); ``copy``: the better of the two, the limit of permutations and elementwise work.
+- ``read``: a Numba ``prange`` sum, the limit of reductions.
+- ``gemm-f32``, ``gemm-f64``: ``np.matmul`` (BLAS, all cores).
+
+>>> limits = measure_limits(quick=True, budget=0.01)
+>>> sorted(limits) == sorted(KEYS) and all(v > 0 for v in limits.values())
+True
+"""
+
+import numba
+import numpy as np
+
+from .timing import measure
+
+KEYS = ("copy-1t", "copy-mt", "copy", "read", "gemm-f32", "gemm-f64")
+
+
+@numba.njit(parallel=True, cache=True)
+def _parallel_copy(dst, src):
+    for i in numba.prange(src.size):
+        dst[i] = src[i]
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def _parallel_sum(a):
+    total = 0.0
+    for i in numba.prange(a.size):
+        total += a[i]
+    return total
+
+
+def measure_limits(quick=False, budget=0.5):
+    """Bandwidths in bytes/s and GEMM peaks in flop/s, keyed as :data:`KEYS`.
+
+    Bandwidths use 128 MB arrays (well beyond the caches); GEMMs 2048^2 matrices, or
+    1024^2 when ``quick``.
+    """
+    elements = 16 * 1024 * 1024
+    n = 1024 if quick else 2048
+    rng = np.random.default_rng(0)
+    src = rng.random(elements)
+    dst = np.empty_like(src)
+    a32 = rng.random((n, n), dtype=np.float32)
+    b32 = rng.random((n, n), dtype=np.float32)
+    a64, b64 = a32.astype(np.float64), b32.astype(np.float64)
+    fns = {
+        "copy-1t": lambda: np.copyto(dst, src),
+        "copy-mt": lambda: _parallel_copy(dst, src),
+        "read": lambda: _parallel_sum(src),
+        "gemm-f32": lambda: np.matmul(a32, b32),
+        "gemm-f64": lambda: np.matmul(a64, b64),
+    }
+    for fn in fns.values():
+        fn()  # compile, fault the pages in
+    times = measure(fns, budget)
+    work = {
+        "copy-1t": 2 * src.nbytes,
+        "copy-mt": 2 * src.nbytes,
+        "read": src.nbytes,
+        "gemm-f32": 2 * n**3,
+        "gemm-f64": 2 * n**3,
+    }
+    limits = {key: work[key] / min(times[key]) for key in fns}
+    limits["copy"] = max(limits["copy-1t"], limits["copy-mt"])
+    return {key: limits[key] for key in KEYS}

@@ -1,0 +1,124 @@
+"""Reports of a run: JSON (machine, limits, every engine's times) and a PNG chart.
+
+The chart has two panels: the fraction of the machine's limit that each engine reached
+per workload (grouped bars), and tenalg's speed-up over each baseline (log scale).
+
+>>> import json, os, tempfile
+>>> path = os.path.join(tempfile.mkdtemp(), "r.json")
+>>> write_json(path, [], {"copy": 1e10}, {"quick": True})
+>>> json.load(open(path))["limits"]
+{'copy': 10000000000.0}
+"""
+
+import datetime
+import json
+import os
+import platform
+from importlib import metadata
+
+import numpy as np
+
+ENGINE_PACKAGES = ("tenalg", "numpy", "numba", "scipy", "opt_einsum", "torch")
+
+
+def machine():
+    """What ran the benchmark: platform, processor, cores, package versions."""
+    versions = {}
+    for package in ENGINE_PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "versions": versions,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def result_record(result, limits):
+    """One workload's result as plain JSON data."""
+    w = result.workload
+    engines = {
+        engine: {
+            "median_s": result.median(engine),
+            "times_s": times,
+            "rate": result.rate(engine),
+            "fraction_of_limit": result.fraction(engine, limits),
+        }
+        for engine, times in result.times.items()
+    }
+    return {
+        "name": w.name,
+        "group": w.group,
+        "limit": w.limit,
+        "bytes": w.bytes,
+        "flops": w.flops,
+        "check": result.check,
+        "errors": result.errors,
+        "engines": engines,
+        "speedup": result.speedups() if result.times else {},
+    }
+
+
+def write_json(path, results, limits, settings):
+    """Write ``bench-results.json``: machine, settings, limits, one record per workload."""
+    data = {
+        "machine": machine(),
+        "settings": settings,
+        "limits": limits,
+        "results": [result_record(r, limits) for r in results],
+    }
+    with open(path, "w") as file:
+        json.dump(data, file, indent=1)
+
+
+def write_chart(path, results, limits):
+    """Write the PNG chart: fraction of limit per workload and engine; speed-ups (log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    timed = [r for r in results if r.times]
+    names = [r.workload.name for r in timed]
+    x = np.arange(len(names))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(8, 0.7 * len(names) + 3), 9),
+                                      sharex=True, constrained_layout=True)
+    fractions = {}
+    for k, r in enumerate(timed):
+        for engine in r.times:
+            value = r.fraction(engine, limits)
+            if value is not None:
+                fractions.setdefault(engine, {})[k] = value
+    _grouped_bars(top, x, fractions)
+    top.axhline(1.0, color="grey", linewidth=0.8)
+    top.set_ylabel("fraction of the machine's limit")
+    top.set_title("Fraction of the measured limit (read / copy bandwidth, GEMM peak)")
+    speedups = {}
+    for k, r in enumerate(timed):
+        for engine, ratios in r.speedups().items():
+            for baseline, ratio in ratios.items():
+                speedups.setdefault(f"{engine} vs {baseline}", {})[k] = ratio
+    _grouped_bars(bottom, x, speedups)
+    bottom.set_yscale("log")
+    bottom.axhline(1.0, color="grey", linewidth=0.8)
+    bottom.set_ylabel("speed-up (baseline time / tenalg time)")
+    bottom.set_title("tenalg's speed-up over each baseline (log scale, > 1 is faster)")
+    bottom.set_xticks(x, names, rotation=60, ha="right", fontsize=8)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _grouped_bars(axes, x, series):
+    """One bar per series at each x where it has a value; a legend naming the series."""
+    width = 0.8 / max(len(series), 1)
+    for k, (label, values) in enumerate(series.items()):
+        at = sorted(values)
+        axes.bar(x[at] + (k - (len(series) - 1) / 2) * width, [values[i] for i in at],
+                 width, label=label)
+    if series:
+        axes.legend(fontsize=8)

@@ -1,0 +1,200 @@
+"""The runner: set up each workload, warm up, time its engines side by side, check, print.
+
+Each engine is called once untimed (compilation, page faults; its result is kept for the
+check), then the engines are timed in interleaved rounds until the time budget is spent;
+the median per-call time is what counts.  tenalg's engines (names starting "tenalg") are
+compared with every other engine (the baselines): speed-up = baseline time / tenalg time.
+
+>>> import numpy as np
+>>> from tenalg.bench.registry import Workload
+>>> w = Workload("add-f64", "dense", lambda: {"tenalg": lambda: np.ones(8) + 1,
+...              "numpy": lambda: np.full(8, 2.0)}, limit="copy", bytes=128)
+>>> result = run_workload(w, budget=0.01)
+>>> result.check, sorted(result.times)
+('ok', ['numpy', 'tenalg'])
+"""
+
+import statistics
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .registry import Skip, Workload
+from .timing import measure
+
+# Relative tolerance of the cross-engine check, by the reference result's dtype.
+RTOL = {2: 1e-2, 4: 1e-4, 8: 1e-8, 16: 1e-8}
+
+
+@dataclass
+class Result:
+    """What one workload measured: per-engine times, errors, the cross-engine check."""
+
+    workload: Workload
+    times: dict[str, list[float]] = field(default_factory=dict)  # engine -> per-call seconds
+    errors: dict[str, str] = field(default_factory=dict)  # engine -> what it raised
+    check: str = "not compared"  # "ok", "mismatch: ...", "skipped: ...", "not compared"
+
+    def median(self, engine):
+        return statistics.median(self.times[engine])
+
+    def rate(self, engine):
+        """Bytes/s or flop/s of ``engine`` (None when the workload counts neither)."""
+        work = self.workload.bytes or self.workload.flops
+        return work / self.median(engine) if work else None
+
+    def fraction(self, engine, limits):
+        """Fraction of the machine's limit that ``engine`` reached (None without a limit)."""
+        rate = self.rate(engine)
+        if rate is None or self.workload.limit is None:
+            return None
+        return rate / limits[self.workload.limit]
+
+    def speedups(self):
+        """``{tenalg engine: {baseline: baseline time / tenalg time}}``."""
+        engines = list(self.times)
+        baselines = [e for e in engines if not e.startswith("tenalg")] or engines[:1]
+        return {
+            e: {b: self.median(b) / self.median(e) for b in baselines}
+            for e in engines
+            if e not in baselines
+        }
+
+
+class Progress:
+    """A one-line progress bar on a stream (stderr), redrawn in place.
+
+    >>> import io
+    >>> stream = io.StringIO()
+    >>> bar = Progress(2, stream, width=4)
+    >>> bar.step("a"); bar.done()
+    >>> stream.getvalue().split("\\r")[-1]
+    '[##--] 1/2 a\\n'
+    """
+
+    def __init__(self, total, stream=None, width=30):
+        self.total, self.count, self.width = total, 0, width
+        self.stream = sys.stderr if stream is None else stream
+
+    def step(self, label):
+        self.count += 1
+        filled = self.width * self.count // max(self.total, 1)
+        bar = "#" * filled + "-" * (self.width - filled)
+        clear = "\x1b[K" if self.stream.isatty() else ""  # erase the rest of the old line
+        self.stream.write(f"\r[{bar}] {self.count}/{self.total} {label}{clear}")
+        self.stream.flush()
+
+    def done(self):
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def run_workload(workload, budget):
+    """Set up, warm up, check and time one workload; ``budget`` seconds per engine."""
+    result = Result(workload)
+    try:
+        fns = workload.setup()
+    except Skip as reason:
+        result.check = f"skipped: {reason}"
+        return result
+    outputs = {}
+    for name, fn in list(fns.items()):
+        try:
+            outputs[name] = fn()
+        except Exception as error:  # noqa: BLE001 - report the engine, go on with the others
+            result.errors[name] = f"{type(error).__name__}: {error}"
+            del fns[name]
+    if workload.compare and len(outputs) > 1:
+        result.check = compare(outputs)
+    del outputs
+    result.times = measure(fns, budget) if fns else {}
+    return result
+
+
+def compare(outputs):
+    """'ok' when every engine's result is close to the reference (numpy's, else the first)."""
+    reference_name = "numpy" if "numpy" in outputs else next(iter(outputs))
+    reference = np.asarray(outputs[reference_name])
+    rtol = RTOL.get(reference.dtype.itemsize // (2 if reference.dtype.kind == "c" else 1), 1e-8)
+    atol = rtol * float(np.max(np.abs(reference), initial=0.0))
+    bad = []
+    for name, value in outputs.items():
+        value = np.asarray(value)
+        if value.shape != reference.shape:
+            bad.append(f"{name} shape {value.shape} != {reference_name} {reference.shape}")
+        elif not np.allclose(value, reference, rtol=rtol, atol=atol, equal_nan=True):
+            error = float(np.max(np.abs(value.astype(complex) - reference)))
+            bad.append(f"{name} differs from {reference_name} by up to {error:.3g}")
+    return "mismatch: " + "; ".join(bad) if bad else "ok"
+
+
+def run(workloads, budget, progress=True, stream=None):
+    """Run every workload in turn (progress bar on stderr); a list of :class:`Result`."""
+    bar = Progress(len(workloads), stream) if progress else None
+    results = []
+    for workload in workloads:
+        if bar:
+            bar.step(workload.name)
+        results.append(run_workload(workload, budget))
+    if bar:
+        bar.done()
+    return results
+
+
+def format_time(seconds):
+    """'12.3 us' and the like."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def format_limits(limits):
+    """One line naming each measured limit."""
+    g = 1e9
+    return (
+        f"limits: copy {limits['copy'] / g:.1f} GB/s (1 thread {limits['copy-1t'] / g:.1f}, "
+        f"all cores {limits['copy-mt'] / g:.1f}), read {limits['read'] / g:.1f} GB/s, "
+        f"gemm f32 {limits['gemm-f32'] / g:.1f} GFLOP/s, f64 {limits['gemm-f64'] / g:.1f} GFLOP/s"
+        " (bytes count read + written)"
+    )
+
+
+def format_table(results, limits):
+    """The results table: one row per workload and engine; errors and mismatches below."""
+    header = ("workload", "engine", "median", "rate", "of limit", "tenalg speed-up")
+    blocks = [([header], [])]
+    for result in results:
+        notes = [f"{e} failed: {m}" for e, m in result.errors.items()]
+        if result.check not in ("ok", "not compared"):
+            notes.append(result.check)
+        blocks.append((_rows(result, limits), notes))
+    widths = [max(len(row[i]) for rows, _ in blocks for row in rows) for i in range(len(header))]
+    lines = []
+    for rows, notes in blocks:
+        lines.extend("  ".join(c.ljust(n) for c, n in zip(row, widths, strict=True)).rstrip()
+                     for row in rows)
+        lines.extend(f"  ! {note}" for note in notes)
+    lines.insert(1, "  ".join("-" * n for n in widths))
+    return "\n".join(lines)
+
+
+def _rows(result, limits):
+    w = result.workload
+    if not result.times:
+        return [(w.name, "-", "-", "-", "-", "")]
+    speedups = result.speedups()
+    unit = "GB/s" if w.bytes else "GFLOP/s"
+    rows = []
+    for k, engine in enumerate(result.times):
+        rate, fraction = result.rate(engine), result.fraction(engine, limits)
+        rows.append((
+            w.name if k == 0 else "",
+            engine,
+            format_time(result.median(engine)),
+            "-" if rate is None else f"{rate / 1e9:.2f} {unit}",
+            "-" if fraction is None else f"{fraction:.2f} {w.limit}",
+            " ".join(f"{b} {x:.2f}x" for b, x in speedups.get(engine, {}).items()),
+        ))
+    return rows

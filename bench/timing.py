@@ -1,0 +1,47 @@
+"""Timing: batches long enough for the clock, engines interleaved, medians.
+
+Engines are timed in rounds, one batch of each per round, so that noise from other
+processes on the machine falls on all of them alike.
+
+>>> times = measure({"noop": lambda: None}, budget=0.01)
+>>> len(times["noop"]) >= 3 and min(times["noop"]) >= 0
+True
+"""
+
+import time
+
+MIN_BATCH = 1e-3  # seconds: a batch shorter than this is too close to the clock's grain
+MIN_ROUNDS = 3
+
+
+def batch_size(fn, min_batch=MIN_BATCH):
+    """Calls per batch so that one batch takes at least ``min_batch`` seconds."""
+    number = 1
+    while True:
+        if time_batch(fn, number) * number >= min_batch or number >= 1 << 20:
+            return number
+        number *= 4
+
+
+def time_batch(fn, number):
+    """Seconds per call of ``fn`` over ``number`` back-to-back calls."""
+    start = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - start) / number
+
+
+def measure(fns, budget, min_rounds=MIN_ROUNDS, max_rounds=1000):
+    """Per-call times of each function, in rounds, until ``budget`` seconds per function.
+
+    Each function must be warmed up already (compiled, caches filled) by the caller.
+    """
+    numbers = {name: batch_size(fn) for name, fn in fns.items()}
+    times = {name: [] for name in fns}
+    deadline = time.perf_counter() + budget * len(fns)
+    for rounds in range(max_rounds):
+        if rounds >= min_rounds and time.perf_counter() > deadline:
+            break
+        for name, fn in fns.items():
+            times[name].append(time_batch(fn, numbers[name]))
+    return times

@@ -1,0 +1,114 @@
+"""The ``tenalg`` command: ``tenalg bench`` runs the benchmark suite, ``tenalg explain``
+prints what an einsum plan does.
+
+    tenalg bench --quick
+    tenalg bench --only trace-4096x4096-f64 --out results/
+    tenalg explain "ij,jk->ik" 64x32 32x16 --dtype float32
+
+>>> parse_shape("64x32"), parse_shape("7"), parse_shape("()")
+((64, 32), (7,), ())
+"""
+
+import argparse
+import os
+import sys
+
+from . import __version__
+from .errors import TenalgError
+
+
+def parse_shape(text):
+    """'64x32' -> (64, 32); '()' or 'scalar' -> () (a scalar operand)."""
+    if text in ("()", "scalar", ""):
+        return ()
+    try:
+        shape = tuple(int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"shape {text!r} is not extents joined by 'x' (like 64x32) or '()'"
+        ) from None
+    if any(n < 0 for n in shape):
+        raise argparse.ArgumentTypeError(f"shape {text!r} has a negative extent")
+    return shape
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="tenalg", description="tensor linear algebra tools")
+    parser.add_argument("--version", action="version", version=f"tenalg {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    bench = commands.add_parser("bench", help="run the benchmark suite",
+                                description="Time tenalg against NumPy (and torch) side by side.")
+    bench.add_argument("--quick", action="store_true",
+                       help="only the quick workloads, short budgets (under a minute)")
+    bench.add_argument("--only", metavar="NAME",
+                       help="one workload by name (else every name containing NAME)")
+    bench.add_argument("--group", metavar="G", help="one group: dense, einsum, tt, symmetric")
+    bench.add_argument("--out", metavar="DIR", default="bench-results",
+                       help="where bench-results.json and .png go (default ./bench-results/)")
+    bench.add_argument("--repeat-time", metavar="S", type=float, default=None,
+                       help="seconds of timing per engine and workload (default 1, quick 0.2)")
+    bench.add_argument("--list", action="store_true", help="list the workloads and stop")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    explain = commands.add_parser("explain", help="show the plan of an einsum expression",
+                                  description="Print tenalg.einsum_plan(EXPR, ...).explain().")
+    explain.add_argument("expression", metavar="EXPR", help='like "ij,jk->ik"')
+    explain.add_argument("shapes", metavar="SHAPE", nargs="*", type=parse_shape,
+                         help="one per operand, like 64x32 ('()' for a scalar)")
+    explain.add_argument("--dtype", default="float64", help="operand dtype (default float64)")
+    return parser
+
+
+def main(argv=None):
+    """Run the command line; returns the exit status (0 on success)."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "bench":
+            return _bench(args)
+        return _explain(args)
+    except TenalgError as error:
+        print(f"tenalg {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
+
+
+def _explain(args):
+    import tenalg as ta
+
+    from .dtypes import storage_type
+
+    dtype = storage_type(args.dtype, "--dtype")
+    descriptors = [ta.TensorDescriptor.contiguous(shape, dtype) for shape in args.shapes]
+    if not hasattr(ta, "einsum_plan"):  # until the einsum front end lands
+        print("tenalg explain: tenalg.einsum_plan is not available yet", file=sys.stderr)
+        return 2
+    print(ta.einsum_plan(args.expression, *descriptors).explain())
+    return 0
+
+
+def _bench(args):
+    from .bench import limits, registry, report, runner
+
+    chosen = registry.select(registry.all_workloads(), quick=args.quick, only=args.only,
+                             group=args.group)
+    if args.list:
+        for w in chosen:
+            print(f"{w.name}  ({w.group}{', quick' if w.quick else ''})")
+        return 0
+    if not chosen:
+        print("tenalg bench: no workload matches (see tenalg bench --list)", file=sys.stderr)
+        return 2
+    budget = args.repeat_time if args.repeat_time is not None else (0.2 if args.quick else 1.0)
+    machine_limits = limits.measure_limits(quick=args.quick, budget=min(budget, 0.5))
+    results = runner.run(chosen, budget, progress=not args.no_progress)
+    print(runner.format_limits(machine_limits))
+    print(runner.format_table(results, machine_limits))
+    os.makedirs(args.out, exist_ok=True)
+    settings = {"quick": args.quick, "only": args.only, "group": args.group,
+                "repeat_time_s": budget}
+    json_path = os.path.join(args.out, "bench-results.json")
+    png_path = os.path.join(args.out, "bench-results.png")
+    report.write_json(json_path, results, machine_limits, settings)
+    report.write_chart(png_path, results, machine_limits)
+    print(f"wrote {json_path} and {png_path}")
+    return 0
