@@ -21,14 +21,8 @@ from .views import diagonal, diagonals, normalize_axis
 __all__ = [
     "contract", "diagonal", "einsum", "diagonals", "elementwise_binary", "elementwise_trinary",
     "inner_product", "inner_product_host", "norm", "norm_host", "partial_trace", "permute",
-    "plan_for", "reduce", "sum", "sum_host", "to_host", "trace",
+    "reduce", "sum", "sum_host", "to_host", "trace",
 ]
-
-
-@functools.lru_cache(maxsize=1024)
-def plan_for(operation):
-    """The cached :class:`Plan` of ``operation`` (operations are hashable values)."""
-    return Plan(operation)
 
 
 def _array(x, what):
@@ -39,12 +33,53 @@ def _array(x, what):
     raise DescriptorError(f"{what}: expected a numpy.ndarray, got {type(x).__name__}")
 
 
-def _out(out):
-    return None if out is None else TensorDescriptor.from_array(out, "out")
+def _layout(x):
+    return (x.shape, x.strides, x.dtype)
 
 
-def _run(operation, arrays, out, **scalars):
-    plan = plan_for(operation)
+def _descriptor(layout, what):
+    shape, byte_strides, dtype = layout
+    item = storage_type(dtype, what).itemsize
+    for axis, stride in enumerate(byte_strides):
+        if stride % item:
+            raise DescriptorError(
+                f"{what}: byte stride {stride} of axis {axis} is not a multiple of the item "
+                f"size {item}"
+            )
+    return TensorDescriptor(shape, tuple(s // item for s in byte_strides), dtype)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan_for_layouts(kind, operands, addend, out, out_modes, options):
+    """Build (once per layout) the plan of a front-end call; arguments are hashable keys."""
+    inputs = [
+        Operand(_descriptor(layout, what), modes, unary, what)
+        for layout, modes, unary, what in operands
+    ]
+    c = None if addend is None else Operand(_descriptor(addend[0], "C"), addend[1],
+                                            addend[2], "C")
+    options = dict(options)
+    out = options.pop("out_dtype", None) if out is None else _descriptor(out, "out")
+    if kind in ("contraction", "reduction"):
+        operation = getattr(Operation, kind)(*inputs, c, out=out, out_modes=out_modes,
+                                             **options)
+    else:
+        operation = getattr(Operation, kind)(*inputs, out=out, out_modes=out_modes, **options)
+    return Plan(operation)
+
+
+def _run(kind, operands, out_modes, *, addend=None, out=None, options=(), **scalars):
+    """Run a front-end operation: ``operands`` are ``(array, modes, unary, name)``."""
+    arrays = [x for x, *_ in operands]
+    key_operands = tuple((_layout(x), tuple(m), u, w) for x, m, u, w in operands)
+    key_addend = None
+    if addend is not None:
+        x, modes, unary = addend
+        key_addend = (_layout(x), tuple(modes), unary)
+        arrays.append(x)
+    key_out = None if out is None else _layout(_array(out, "out"))
+    plan = _plan_for_layouts(kind, key_operands, key_addend, key_out, tuple(out_modes),
+                             tuple(options))
     if out is None:
         return plan.execute(*arrays, **scalars)
     return plan.execute_into(out, *arrays, **scalars)
@@ -60,16 +95,10 @@ def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, out=Non
     [2.0, 5.0]
     """
     a = _array(a, "a")
-    arrays = [a]
-    addend = None
-    if c is not None:
-        addend = Operand(_array(c, "c"), modes_out, what="c")
-        arrays.append(c)
-    operation = Operation.reduction(
-        Operand(a, modes_in, what="a"), addend, out=_out(out), out_modes=modes_out, op=op,
-        compute=compute_dtype,
-    )
-    return _run(operation, arrays, out, alpha=alpha, beta=beta)
+    addend = None if c is None else (_array(c, "c"), modes_out, Unary.IDENTITY)
+    return _run("reduction", [(a, modes_in, Unary.IDENTITY, "A")], modes_out, addend=addend,
+                out=out, options=(("op", op), ("compute", compute_dtype)), alpha=alpha,
+                beta=beta)
 
 
 def _axes(axis, ndim):
@@ -150,10 +179,8 @@ def permute(a, axes, *, alpha=1, out=None):
     if sorted(normalize_axis(ax, a.ndim) for ax in axes) != list(range(a.ndim)):
         raise DescriptorError(f"axes {axes} are not a permutation of range({a.ndim})")
     out_modes = tuple(normalize_axis(ax, a.ndim) for ax in axes)
-    operation = Operation.permutation(
-        Operand(a, range(a.ndim), what="a"), out=_out(out), out_modes=out_modes, order="C"
-    )
-    return _run(operation, [a], out, alpha=alpha)
+    return _run("permutation", [(a, range(a.ndim), Unary.IDENTITY, "A")], out_modes, out=out,
+                options=(("order", "C"),), alpha=alpha)
 
 
 def elementwise_binary(a, modes_a, b, modes_b, modes_out, op="add", *, alpha=1, beta=1,
@@ -165,11 +192,9 @@ def elementwise_binary(a, modes_a, b, modes_b, modes_out, op="add", *, alpha=1, 
     [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
     """
     a, b = _array(a, "a"), _array(b, "b")
-    operation = Operation.elementwise_binary(
-        Operand(a, modes_a, unary_a, "A"), Operand(b, modes_b, unary_b, "B"), out=_out(out),
-        out_modes=modes_out, op=op, compute=compute_dtype,
-    )
-    return _run(operation, [a, b], out, alpha=alpha, beta=beta)
+    return _run("elementwise_binary", [(a, modes_a, unary_a, "A"), (b, modes_b, unary_b, "B")],
+                modes_out, out=out, options=(("op", op), ("compute", compute_dtype)),
+                alpha=alpha, beta=beta)
 
 
 def elementwise_trinary(a, modes_a, b, modes_b, c, modes_c, modes_out, op_ab="add",
@@ -183,12 +208,11 @@ def elementwise_trinary(a, modes_a, b, modes_b, c, modes_c, modes_out, op_ab="ad
     [[6.0, 6.0], [6.0, 6.0]]
     """
     a, b, c = _array(a, "a"), _array(b, "b"), _array(c, "c")
-    operation = Operation.elementwise_trinary(
-        Operand(a, modes_a, unary_a, "A"), Operand(b, modes_b, unary_b, "B"),
-        Operand(c, modes_c, unary_c, "C"), out=_out(out), out_modes=modes_out, op_ab=op_ab,
-        op_abc=op_abc, compute=compute_dtype,
-    )
-    return _run(operation, [a, b, c], out, alpha=alpha, beta=beta, gamma=gamma)
+    return _run("elementwise_trinary",
+                [(a, modes_a, unary_a, "A"), (b, modes_b, unary_b, "B"),
+                 (c, modes_c, unary_c, "C")], modes_out, out=out,
+                options=(("op_ab", op_ab), ("op_abc", op_abc), ("compute", compute_dtype)),
+                alpha=alpha, beta=beta, gamma=gamma)
 
 
 def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, out=None,
@@ -200,16 +224,10 @@ def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, out=
     [[2.0, 3.0], [6.0, 11.0]]
     """
     a, b = _array(a, "a"), _array(b, "b")
-    arrays = [a, b]
-    addend = None
-    if c is not None:
-        addend = Operand(_array(c, "c"), modes_out, what="C")
-        arrays.append(c)
-    operation = Operation.contraction(
-        Operand(a, modes_a, unary_a, "A"), Operand(b, modes_b, unary_b, "B"), addend,
-        out=_out(out), out_modes=modes_out, compute=compute_dtype,
-    )
-    return _run(operation, arrays, out, alpha=alpha, beta=beta)
+    addend = None if c is None else (_array(c, "c"), modes_out, Unary.IDENTITY)
+    return _run("contraction", [(a, modes_a, unary_a, "A"), (b, modes_b, unary_b, "B")],
+                modes_out, addend=addend, out=out, options=(("compute", compute_dtype),),
+                alpha=alpha, beta=beta)
 
 
 def inner_product(a, b):
@@ -248,19 +266,16 @@ def norm(a):
 
 def _max_abs(a):
     """max |a| as a Python float (NaN if any entry is NaN)."""
-    modes = tuple(range(a.ndim))
-    operation = Operation.reduction(Operand(a, modes, Unary.ABS, "a"), out=None, out_modes=(),
-                                    op="max")
-    return float(plan_for(operation).execute(a)[()])
+    return float(_run("reduction", [(a, range(a.ndim), Unary.ABS, "A")], (),
+                      options=(("op", "max"),))[()])
 
 
 def _scaled64(a, exponent):
     """``a * 2**-exponent`` in float64 / complex128 (exact: a power of two)."""
     wide = np.complex128 if np.iscomplexobj(a) else np.float64
-    modes = tuple(range(a.ndim))
-    operation = Operation.permutation(Operand(a, modes, what="a"), out=np.dtype(wide),
-                                      out_modes=modes)
-    return plan_for(operation).execute(a, alpha=math.ldexp(1.0, -exponent))
+    modes = range(a.ndim)
+    return _run("permutation", [(a, modes, Unary.IDENTITY, "A")], modes,
+                options=(("out_dtype", np.dtype(wide)),), alpha=math.ldexp(1.0, -exponent))
 
 
 def norm_host(a):

@@ -111,16 +111,58 @@ def _zero_broadcast(loops, operands, operand_extents):
     return fixed
 
 
-def loop_view(array, loops, operand, free_only=False):
-    """A strided view of ``array`` shaped by ``loops`` for operand number ``operand``."""
-    chosen = [l for l in loops if not (free_only and l.reduced)]
+def view_recipe(modes, descriptor, loops):
+    """How to shape an operand's array into ``loops``: cheap transpose + reshape when
+    possible, else explicit strides (diagonals, broadcasts).
+
+    Returns ``("reshape", axes, shape)`` or ``("strided", shape, element_strides)``.
+    """
+    shape = tuple(loop.extent for loop in loops)
+    own = dict(zip(modes, descriptor.extents, strict=True))
+    merged = merged_strides(modes, descriptor.strides)
+    ordered = [m for loop in loops for m in loop.modes]
+    simple = len(set(modes)) == len(modes) and all(own.get(m, 1) > 1 for m in ordered)
+    if simple:
+        rest = [ax for ax, m in enumerate(modes) if m not in ordered]
+        axes = tuple(rest + [modes.index(m) for m in ordered])
+        return ("reshape", axes, shape)
+    strides = []
+    for loop in loops:
+        inner = loop.modes[-1]
+        strides.append(merged.get(inner, 0) if own.get(inner, 1) > 1 else 0)
+    return ("strided", shape, tuple(strides))
+
+
+def apply_recipe(array, recipe, writeable=False):
+    """The view of ``array`` that :func:`view_recipe` describes (never a copy)."""
+    kind, first, second = recipe
+    if kind == "reshape":
+        try:
+            return array.transpose(first).reshape(second, copy=False)
+        except ValueError:  # strides of extent-1 axes can block a no-copy reshape
+            pass
+        return np.lib.stride_tricks.as_strided(
+            array.transpose(first), second,
+            _fused_strides(array.transpose(first), second), writeable=writeable)
     item = array.dtype.itemsize
     return np.lib.stride_tricks.as_strided(
-        array,
-        shape=tuple(l.extent for l in chosen),
-        strides=tuple(l.strides[operand] * item for l in chosen),
-        writeable=operand == 0,
+        array, first, tuple(s * item for s in second), writeable=writeable
     )
+
+
+def _fused_strides(array, shape):
+    """Byte strides of ``array`` (axes already in loop order) fused into ``shape``."""
+    dims = [(e, s) for e, s in zip(array.shape, array.strides, strict=True) if e != 1]
+    strides, k = [], 0
+    for extent in shape:
+        size, stride = 1, None
+        while size < extent:
+            e, s = dims[k]
+            stride = s
+            size *= e
+            k += 1
+        strides.append(stride if stride is not None else 0)
+    return tuple(strides)
 
 
 def describe(loops):

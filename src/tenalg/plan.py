@@ -50,20 +50,28 @@ def _byte_strides(descriptor):
     return tuple(s * item for s in descriptor.strides)
 
 
-def allocate(descriptor):
-    """A new array with exactly ``descriptor``'s extents, strides and dtype."""
+def allocator(descriptor):
+    """A zero-argument function returning new arrays with ``descriptor``'s exact layout."""
     extents, strides, dtype = descriptor.extents, descriptor.strides, descriptor.dtype
     if descriptor.elements == 0:
-        return np.empty(extents, dtype)
+        return lambda: np.empty(extents, dtype)
     order = sorted(range(len(extents)), key=lambda ax: -abs(strides[ax]))
-    array = np.empty(tuple(extents[ax] for ax in order), dtype).transpose(np.argsort(order))
-    if _strides_match(array.strides, _byte_strides(descriptor), extents):
-        return array
+    dense_shape = tuple(extents[ax] for ax in order)
+    axes = tuple(int(ax) for ax in np.argsort(order))
+    probe = np.empty(dense_shape, dtype).transpose(axes)
+    if _strides_match(probe.strides, _byte_strides(descriptor), extents):
+        if axes == tuple(range(len(axes))):
+            return lambda: np.empty(extents, dtype)
+        return lambda: np.empty(dense_shape, dtype).transpose(axes)
     lo, _ = descriptor.bounds()
-    buffer = np.empty(descriptor.span, dtype)
-    return np.lib.stride_tricks.as_strided(
-        buffer[-lo:], extents, _byte_strides(descriptor), writeable=True
-    )
+    span, byte_strides = descriptor.span, _byte_strides(descriptor)
+
+    def strided():
+        buffer = np.empty(span, dtype)
+        return np.lib.stride_tricks.as_strided(buffer[-lo:], extents, byte_strides,
+                                               writeable=True)
+
+    return strided
 
 
 def _strides_match(actual, expected, extents):
@@ -92,6 +100,8 @@ class Plan:
         ]
         self._names = [_name(op, i) for i in range(len(self._operands))]
         self._scalars = SCALARS[op.kind]
+        self._allocate = allocator(op.output)
+        self._scalar_cache = {}
         self._kernel = None
         self.loops = None
         if op.kind in ("contraction", "sum_product"):
@@ -106,6 +116,12 @@ class Plan:
         extents = [op.output.extents] + [x.descriptor.extents for x in self._operands]
         self.loops = layout.analyse(op.out_modes, op.extents, operands, extents)
         self._free = tuple(loop for loop in self.loops if not loop.reduced)
+        self._out_recipe = layout.view_recipe(op.out_modes, op.output, self._free)
+        self._recipes = [
+            layout.view_recipe(x.modes, x.descriptor,
+                               self.loops if k < len(op.inputs) else self._free)
+            for k, x in enumerate(self._operands)
+        ]
         self._skip = op.output.elements == 0
         dtypes = tuple(x.dtype for x in self._operands) + (op.output.dtype,)
         largest = max([op.output.elements] + [x.descriptor.elements for x in self._operands])
@@ -126,7 +142,7 @@ class Plan:
         """Run on ``arrays`` (inputs, then the addend C if any) into a new output."""
         scalars = self._check_scalars(alpha, beta, gamma)
         self._check_inputs(arrays)
-        out = allocate(self.operation.output)
+        out = self._allocate()
         self._run(out, arrays, scalars)
         return out
 
@@ -146,11 +162,8 @@ class Plan:
             return
         if self._skip:
             return
-        out_view = layout.loop_view(out, self._free, 0)
-        views = [
-            layout.loop_view(x, self.loops if k < len(op.inputs) else self._free, k + 1)
-            for k, x in enumerate(arrays)
-        ]
+        out_view = layout.apply_recipe(out, self._out_recipe, writeable=True)
+        views = [layout.apply_recipe(x, r) for x, r in zip(arrays, self._recipes, strict=True)]
         kernels = self._module
         if op.kind == "permutation":
             kernels.permute(out_view, views[0], alpha=scalars["alpha"],
@@ -170,6 +183,17 @@ class Plan:
 
     # -- checks -------------------------------------------------------------------------
     def _check_scalars(self, alpha, beta, gamma):
+        key = (alpha, beta, gamma)
+        try:
+            return self._scalar_cache[key]
+        except (KeyError, TypeError):  # TypeError: an unhashable scalar, checked below
+            pass
+        values = self._validate_scalars(alpha, beta, gamma)
+        if len(self._scalar_cache) < 64:
+            self._scalar_cache[key] = values
+        return values
+
+    def _validate_scalars(self, alpha, beta, gamma):
         given = {"alpha": alpha, "beta": beta, "gamma": gamma}
         values = {}
         for name, value in given.items():

@@ -58,8 +58,7 @@ BINARY = {Binary.ADD: np.add, Binary.MUL: np.multiply, Binary.MIN: minimum, Bina
 
 def load(x, unary, compute):
     """``unary(x)`` in the compute type (the abs of complex data stays complex-typed)."""
-    with np.errstate(all="ignore"):
-        y = UNARY[unary](np.asarray(x).astype(compute))
+    y = UNARY[unary](np.asarray(x).astype(compute, copy=unary is not Unary.IDENTITY))
     return y.astype(compute, copy=False)
 
 
@@ -72,8 +71,7 @@ def scale(x, s, compute):
 
 def store(out, value):
     """Write ``value`` into ``out``, converting at the final write."""
-    with np.errstate(all="ignore"):
-        out[...] = np.asarray(value).astype(out.dtype)
+    out[...] = np.asarray(value).astype(out.dtype, copy=False)
 
 
 def _reduce_axes(x, axes, op):
@@ -92,7 +90,8 @@ def _reduce_axes(x, axes, op):
 
 def permute(out, a, *, alpha, unary, compute):
     """out = alpha * unary(a)."""
-    store(out, scale(load(a, unary, compute), alpha, compute))
+    with np.errstate(all="ignore"):
+        store(out, scale(load(a, unary, compute), alpha, compute))
 
 
 def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
