@@ -26,7 +26,8 @@ def _max_abs(x):
     return np.where((s > 0) & np.isfinite(s), s, 1).astype(s.dtype)
 
 
-def _per_train_norm(x):
+def frobenius(x):
+    """Frobenius norm of each train's slice of ``x`` (scaled: no underflow of squares)."""
     s = _max_abs(x)
     y = x / s.reshape((-1,) + (1,) * (x.ndim - 1))
     return s * np.sqrt((np.abs(y) ** 2).sum(axis=tuple(range(1, x.ndim))))
@@ -80,7 +81,7 @@ def norm(a):
         g, l, n, rr = m.shape
         r = np.linalg.qr(m.reshape(g, l * n, rr), mode="r")
         r, logs = normalize(r, logs)
-    return scaled_by_log(_per_train_norm(r), logs)
+    return scaled_by_log(frobenius(r), logs)
 
 
 def spread(cores, logs):

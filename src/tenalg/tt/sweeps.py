@@ -10,6 +10,11 @@ values. Every sweep normalises what it multiplies and carries the scale as a log
 so long trains neither overflow nor underflow. Each returns ``Rounded(cores, ranks (g, d+1), norms (g,), discarded (g,))``
 where ``discarded`` is the relative Frobenius bound sqrt(sum of discarded s^2) / ||X||.
 
+Cancellation (X - X) leaves a train whose norm is roundoff of the terms that cancelled;
+relative to that norm eps means nothing, so each bond also drops singular values below
+64 u times the gross magnitude of the cancelling terms (their norms multiplied before they
+were added), which is the working precision of the sum.
+
 >>> import numpy as np
 >>> x = [np.ones((1, 1, 2, 1)), np.ones((1, 1, 2, 1))]
 >>> svd([x, x], [1.0, 1.0], eps=1e-12, max_rank=None).ranks.tolist()
@@ -22,10 +27,11 @@ import numpy as np
 
 from ..dtypes import real_type
 from ._dense import bond_tolerance, einsum, python_scalar, safe_log, scaled_by_log, unit_roundoff
-from .batched import block_sum, normalize, reverse, spread
+from .batched import block_sum, frobenius, normalize, reverse, spread
 
 OVERSAMPLE = 10
 EIG_MASK = 64
+NOISE = 64
 
 
 class Rounded(NamedTuple):
@@ -48,10 +54,6 @@ def keep_ranks(s, delta, max_rank):
     return k, tail[np.arange(g), k]
 
 
-def _sq_norms(x):
-    return (np.abs(x.astype(np.float64)) ** 2).sum(axis=tuple(range(1, x.ndim)))
-
-
 def _mask(k):
     return np.arange(k.max()) < k[:, None]
 
@@ -70,30 +72,41 @@ def _normalize_joint(zs, logs):
 def orthogonalize_rl(cores):
     """Right-to-left LQ sweep: cores 1..d-1 right-orthonormal, core 0 of unit norm.
 
-    Returns the cores and the log of each train's norm.
+    Returns the cores, the log of each train's norm and the cancellation ratio of the
+    last contraction.
     """
     cores = list(cores)
     logs = np.zeros(cores[0].shape[0])
+    gross = np.ones(cores[0].shape[0])
     for c in range(len(cores) - 1, 0, -1):
         g, l, n, r = cores[c].shape
         h = cores[c].reshape(g, l, n * r).conj().transpose(0, 2, 1)
         q, rt = np.linalg.qr(h)
         cores[c] = q.conj().transpose(0, 2, 1).reshape(g, q.shape[2], n, r)
         lf, logs = normalize(rt.conj().transpose(0, 2, 1), logs)
+        gross = frobenius(cores[c - 1]) * frobenius(lf)
         cores[c - 1] = einsum("ganb,gbk->gank", cores[c - 1], lf)
+    gross = _ratio(gross, frobenius(cores[0]))
     cores[0], logs = normalize(cores[0], logs)
-    return cores, logs
+    return cores, logs, gross
 
 
-def truncate(cores, tol, max_rank):
+def _ratio(gross, net):
+    """gross / net, the factor by which cancellation shrank a result (1 when nothing did)."""
+    return np.asarray(gross, dtype=np.float64) / np.where(net > 0, net, gross + (gross == 0))
+
+
+def truncate(cores, tol, max_rank, gross):
     """Left-to-right truncated SVDs of trains whose cores 1..d-1 are right-orthonormal.
 
-    ``tol`` is the tolerance per bond relative to each train's norm. Returns the cores,
-    ranks, the norms (in the cores' units) and the relative discarded weight.
+    ``tol`` is the tolerance per bond relative to each train's norm, raised to the noise
+    level of the cancellation ratio ``gross``. Returns the cores, ranks, the norms (in the
+    cores' units) and the relative discarded weight.
     """
     cores = list(cores)
     g, d = cores[0].shape[0], len(cores)
-    nrm = np.sqrt(_sq_norms(cores[0]))
+    nrm = frobenius(cores[0])
+    tol = np.maximum(tol, NOISE * unit_roundoff(cores[0].dtype) * gross)
     ranks = np.ones((g, d + 1), dtype=np.int64)
     discarded = np.zeros(g)
     for c in range(d - 1):
@@ -116,8 +129,9 @@ def svd(summands, coefficients, eps, max_rank):
     cores = [first[0], *summands[0][1:]]
     for f, s in zip(first[1:], summands[1:], strict=True):
         cores = block_sum(cores, [f, *s[1:]])
-    cores, logs = orthogonalize_rl(cores)
-    cores, ranks, nrm, discarded = truncate(cores, bond_tolerance(eps, len(cores)), max_rank)
+    cores, logs, gross = orthogonalize_rl(cores)
+    cores, ranks, nrm, discarded = truncate(cores, bond_tolerance(eps, len(cores)), max_rank,
+                                            gross)
     return Rounded(spread(cores, logs), ranks, nrm * np.exp(logs), discarded)
 
 
@@ -190,9 +204,11 @@ def gram(summands, coefficients, eps, max_rank):
         uu, s, wh = np.linalg.svd(mat)
         log_sigma = logs + 0.5 * (safe_log(sl) + glogs[c])
         if c == 0:
-            lognorm = log_sigma + safe_log(np.sqrt(_sq_norms(s)))
+            net = frobenius(s)
+            lognorm = log_sigma + safe_log(net)
+            floor = np.maximum(tol, NOISE * u * _ratio(np.ones(g), net))
         srel = s * np.exp(log_sigma - lognorm)[:, None]
-        kept, tail = keep_ranks(srel, np.full(g, tol), max_rank)
+        kept, tail = keep_ranks(srel, floor, max_rank)
         mask = _mask(kept)
         kk = mask.shape[1]
         left = einsum("gab,gbk->gak", q_l, il[:, :, None] * uu[:, :, :kk] * mask[:, None, :])
@@ -211,7 +227,7 @@ def gram(summands, coefficients, eps, max_rank):
         discarded += tail
     if d == 1:
         z = [sum(z)]
-        lognorm = logs + safe_log(np.sqrt(_sq_norms(z[0])))
+        lognorm = logs + safe_log(frobenius(z[0]))
     out.append(z[0])
     return Rounded(spread(out, logs), ranks, np.exp(lognorm), np.sqrt(discarded))
 
@@ -250,12 +266,17 @@ def randomized(summands, coefficients, eps, max_rank, rng):
         _, k, n, big = y.shape
         q, _ = np.linalg.qr(y.reshape(g, k * n, big))
         out.append(q.reshape(g, k, n, q.shape[2]))
-        z = [einsum("glr,grnb->glnb",
-                    einsum("gml,gmr->glr", q.conj(), zj.reshape(g, k * n, -1)), s_[c + 1])
-             for zj, s_ in zip(z, summands, strict=True)]
+        m = [einsum("gml,gmr->glr", q.conj(), zj.reshape(g, k * n, -1)) for zj in z]
+        z = [einsum("glr,grnb->glnb", mj, s_[c + 1]) for mj, s_ in zip(m, summands, strict=True)]
         if c == d - 2:
+            gross = sum(frobenius(mj) * frobenius(s_[d - 1]) for mj, s_ in zip(m, summands,
+                                                                             strict=True))
             z = [sum(z)]
+            gross = _ratio(gross, frobenius(z[0]))
         z, logs = _normalize_joint(z, logs)
     out.append(sum(z))
-    cores, ranks, nrm, discarded = truncate(reverse(out), bond_tolerance(eps, d), max_rank)
+    if d == 1:
+        gross = _ratio(sum(frobenius(s[0]) for s in summands), frobenius(out[0]))
+    cores, ranks, nrm, discarded = truncate(reverse(out), bond_tolerance(eps, d), max_rank,
+                                            gross)
     return Rounded(spread(reverse(cores), logs), ranks[:, ::-1], nrm * np.exp(logs), discarded)

@@ -1,0 +1,167 @@
+"""Rounding with each method against dense results."""
+
+import numpy as np
+import pytest
+from tt_helpers import DTYPES, STORAGES, long_train, rand, rel, tol
+
+from tenalg import tt
+from tenalg.errors import OperationError
+
+METHODS = tt.METHODS
+DIMS = (3, 4, 3, 4, 3)
+
+
+def _round(x, eps, method, **kw):
+    return tt.round(x, eps, method=method, rng=0, **kw)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("storage", STORAGES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_eps_zero_preserves_and_eps_bound_holds(method, storage, dtype):
+    a, b = rand(DIMS, 3, dtype, storage, seed=1), rand(DIMS, 2, dtype, storage, seed=2)
+    x = a + b + a
+    dense = x.to_dense()
+    y = _round(x, 0.0, method)
+    assert y.dtype == np.dtype(dtype) and y.storage == storage
+    assert rel(y.to_dense(), dense) < (1e-12 if tol(dtype) < 1e-8 else 1e-5)
+    z = _round(x, 0.1, method)
+    assert z.dtype == np.dtype(dtype)
+    assert rel(z.to_dense(), dense) <= 0.1
+    assert all(r <= s for r, s in zip(z.ranks, (a + b).ranks, strict=True))
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_redundant_sums_compress_exactly(method, dtype):
+    x = rand(DIMS, 3, dtype, seed=3)
+    eps = 10 * tt.gram_floor(dtype)
+    for seed in range(3):
+        x = rand(DIMS, 3, dtype, seed=seed)
+        y = _round(x + x, eps, method)
+        assert y.ranks == x.ranks
+        assert rel(y.to_dense(), 2 * x.to_dense()) <= eps
+    y = x - x
+    info = tt.round_(y, eps, method=method, rng=0)
+    assert y.ranks == (1, 1, 1, 1, 1, 1) and info.ranks_after == y.ranks
+    assert np.linalg.norm(y.to_dense()) <= 10 * tol(dtype) * tt.norm(x)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_small_component_is_kept_above_the_floor(method, dtype):
+    a = rand(DIMS, 2, dtype, seed=4)
+    b = rand(DIMS, 2, dtype, seed=5)
+    small = 1e3 * tt.gram_floor(dtype)
+    x = a + small * (tt.norm(a) / tt.norm(b)) * b
+    y = _round(x, tt.gram_floor(dtype) * 3, method)
+    assert y.ranks == (1, 3, 4, 4, 3, 1)
+    d_small = rel(y.to_dense(), a.to_dense())
+    assert abs(d_small - small) < 0.1 * small
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gram_two_sided_compresses_x_plus_x_at_tight_eps(dtype):
+    eps = 2 * tt.gram_floor(dtype)
+    for seed in range(8):
+        x = rand((4, 5, 6, 5, 4), 4, dtype, seed=seed)
+        info = tt.round_(x + x, eps, method="gram")
+        assert info.method == "gram" and info.ranks_after == x.ranks
+
+
+def test_complex_rounding_conjugates():
+    x = rand(DIMS, 3, np.complex128, seed=6) * (1 + 2j)
+    for method in METHODS:
+        y = _round(x + x, 1e-6, method)
+        assert y.ranks == x.ranks
+        assert rel(y.to_dense(), 2 * x.to_dense()) < 1e-6
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_long_train_rounds_without_overflow(method):
+    x, nu = long_train(400, 2, 2, 4.0)
+    y = _round(x + x, 1e-6, method)
+    assert y.ranks == x.ranks
+    assert all(np.isfinite(c.array()).all() for c in y.cores)
+    assert tt.norm(y - 2 * x) <= 1e-6 * tt.norm(2 * x)
+    tiny, _ = long_train(400, 2, 2, 0.25, seed=1)
+    z = _round(tiny + tiny, 1e-6, method)
+    assert z.ranks == tiny.ranks and tt.norm(z) > 0
+    assert tt.norm(z - 2 * tiny) <= 1e-6 * tt.norm(2 * tiny)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_duplicates_collapse_and_round_sum(method, dtype):
+    x = rand(DIMS, 1, dtype, seed=7)
+    y = tt.round_sum([x] * 5, eps=10 * tt.gram_floor(dtype), method=method, rng=0)
+    assert y.ranks == (1,) * 6 and y.dtype == np.dtype(dtype)
+    assert rel(y.to_dense(), 5 * x.to_dense()) < 10 * tt.gram_floor(dtype)
+    terms = [rand(DIMS, r, dtype, seed=s) for s, r in enumerate((2, 3, 1))]
+    coef = [1.5, -0.5, 2.0]
+    want = sum(c * t.to_dense() for c, t in zip(coef, terms, strict=True))
+    z = tt.round_sum(terms, coef, eps=0.0, method=method, rng=0)
+    assert rel(z.to_dense(), want) < (1e-5 if tol(dtype) > 1e-8 else 1e-12)
+    w = tt.round_sum(terms, coef, eps=0.2, method=method, rng=0)
+    assert rel(w.to_dense(), want) <= 0.2
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_max_rank_and_rmax(method):
+    x = rand(DIMS, 4, seed=8)
+    y = _round(x, 0.0, method, max_rank=2)
+    assert max(y.ranks) == 2
+    z = _round(x, 0.0, method, rmax=2)
+    assert z.ranks == y.ranks
+    u, s, vh = np.linalg.svd(x.to_dense().reshape(3, -1))
+    assert rel(_round(x, 0.0, method, max_rank=1).to_dense(), x.to_dense()) >= np.sqrt(
+        (s[1:] ** 2).sum()) / np.linalg.norm(s) - 1e-12
+
+
+def test_round_info_versions_and_copies():
+    x = rand(DIMS, 2, seed=9)
+    y = x + x
+    dense = y.to_dense()
+    z = tt.round(y, 1e-8)
+    assert y.ranks == (1, 4, 4, 4, 4, 1) and z.ranks == (1, 2, 2, 2, 2, 1)
+    v = y.version
+    info = tt.round_(y, 1e-8)
+    assert y.version == v + 1 and y.ranks == z.ranks
+    assert info.ranks_before == (1, 4, 4, 4, 4, 1) and info.ranks_after == y.ranks
+    assert info.method == "svd" and info.discarded < 1e-8
+    np.testing.assert_allclose(info.norm, np.linalg.norm(dense), rtol=1e-12)
+    assert tt.round_(y, 1e-12, method="gram").method == "svd"
+    assert tt.round_(y, 1e-6, method="gram").method == "gram"
+
+
+def test_bad_options_and_open_trains():
+    x = rand(DIMS, 2)
+    opened = rand((2, 3), 2, left_bond=2)
+    with pytest.raises(OperationError, match="closed"):
+        tt.round(opened, 0.1)
+    with pytest.raises(OperationError, match="closed"):
+        tt.round_sum([x, opened], eps=0.1)
+    with pytest.raises(OperationError, match="method"):
+        tt.round(x, 0.1, method="qr")
+    with pytest.raises(OperationError, match="eps"):
+        tt.round(x, -1.0)
+    with pytest.raises(OperationError, match="disagree"):
+        tt.round(x, 0.1, max_rank=2, rmax=3)
+    with pytest.raises(OperationError):
+        tt.round_sum([x, x], [1.0], eps=0.1)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_storages_round_identically(method):
+    x = rand(DIMS, 3, seed=10) + rand(DIMS, 3, seed=11)
+    a = _round(x, 0.05, method)
+    b = _round(x.to_storage("fiber"), 0.05, method)
+    assert a.ranks == b.ranks and b.storage == "fiber"
+    np.testing.assert_allclose(b.to_dense(), a.to_dense(), rtol=1e-13, atol=1e-13)
+
+
+def test_single_core_trains():
+    x = tt.TensorTrain([np.arange(4.0).reshape(1, 4, 1)])
+    for method in METHODS:
+        y = tt.round_sum([x, x], [1, 2], eps=0.0, method=method, rng=0)
+        np.testing.assert_allclose(y.to_dense(), 3 * np.arange(4.0))
