@@ -76,18 +76,18 @@ class BlockTensor:
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def zeros(cls, legs, flux=None, dtype=np.float64):
-        """Every conserving block, filled with zeros."""
-        t = cls(legs, flux, dtype=dtype)
+    def zeros(cls, legs, flux=None, dtype=np.float64, group=None):
+        """Every conserving block, filled with zeros (``group`` only for rank 0)."""
+        t = cls(legs, flux, dtype=dtype, group=group)
         for key in allowed_keys(t.group, t.legs, t.flux):
             t.blocks[key] = np.zeros(block_shape(t.legs, key), t.dtype)
         return t
 
     @classmethod
-    def random(cls, legs, flux=None, dtype=np.float64, rng=None):
+    def random(cls, legs, flux=None, dtype=np.float64, rng=None, group=None):
         """Every conserving block, standard normal entries (real and imaginary parts)."""
         rng = np.random.default_rng(rng)
-        t = cls(legs, flux, dtype=dtype)
+        t = cls(legs, flux, dtype=dtype, group=group)
         for key in allowed_keys(t.group, t.legs, t.flux):
             shape = block_shape(t.legs, key)
             block = rng.standard_normal(shape)

@@ -1,0 +1,175 @@
+"""Contraction, traces and einsum of block tensors against the same on dense arrays."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sym_helpers import DTYPES, GROUPS, close, flux_for, in_blocks, legs
+
+from tenalg import symmetric as sym
+from tenalg.errors import ExpressionError, OperationError
+
+
+@st.composite
+def contraction_case(draw):
+    """Two tensors sharing 0-2 dual legs, modes as letters, a random output order."""
+    group = draw(st.sampled_from(GROUPS))
+    shared = draw(st.lists(legs(group), max_size=2))
+    free_a = draw(st.lists(legs(group), max_size=2))
+    free_b = draw(st.lists(legs(group), max_size=2))
+    letters = iter("abcdefgh")
+    s_modes = [next(letters) for _ in shared]
+    a_modes = [next(letters) for _ in free_a]
+    b_modes = [next(letters) for _ in free_b]
+    order_a = draw(st.permutations(range(len(shared) + len(free_a))))
+    order_b = draw(st.permutations(range(len(shared) + len(free_b))))
+    legs_a = [(m, leg) for m, leg in zip(s_modes + a_modes, shared + free_a, strict=True)]
+    legs_b = [(m, leg.conj()) for m, leg in zip(s_modes, shared, strict=True)] + list(
+        zip(b_modes, free_b, strict=True))
+    legs_a = [legs_a[k] for k in order_a]
+    legs_b = [legs_b[k] for k in order_b]
+    dtype_a, dtype_b = draw(st.sampled_from(DTYPES)), draw(st.sampled_from(DTYPES))
+    tensors = []
+    for pairs, dtype in ((legs_a, dtype_a), (legs_b, dtype_b)):
+        legs_ = tuple(leg for _, leg in pairs)
+        flux = draw(flux_for(legs_)) if legs_ else group.identity
+        t = sym.BlockTensor.random(legs_, flux, dtype=dtype, rng=draw(st.integers(0, 99)),
+                                   group=group)
+        tensors.append((t, "".join(m for m, _ in pairs)))
+    out = "".join(draw(st.permutations(a_modes + b_modes)))
+    return tensors[0], tensors[1], out
+
+
+@settings(max_examples=60, deadline=None)
+@given(contraction_case())
+def test_contract_matches_dense(case):
+    (a, ma), (b, mb), out = case
+    c = sym.contract(a, ma, b, mb, out)
+    expected = np.einsum(f"{ma},{mb}->{out}", a.to_dense(), b.to_dense())
+    assert in_blocks(c) and c.flux == a.group.fuse(a.flux, b.flux)
+    assert c.dtype == np.result_type(a.dtype, b.dtype)
+    assert close(c.to_dense(), expected, c.dtype)
+    again = sym.contract(a, list(ma), b, list(mb), list(out))  # cached structure, same result
+    assert np.array_equal(again.to_dense(), c.to_dense())
+
+
+def test_contract_with_a_missing_block_and_int_modes():
+    g = sym.ProductGroup(sym.U1(), sym.Zn(2))
+    leg = sym.Leg(g, [((0, 0), 2), ((1, 1), 3), ((1, 0), 1)])
+    a = sym.BlockTensor.random((leg, leg, leg.conj()), flux=(1, 1), dtype=np.complex128, rng=3)
+    b = sym.BlockTensor.random((leg, leg.conj()), flux=(0, 1), rng=4)
+    del a.blocks[next(iter(a.blocks))]
+    c = sym.contract(a, (0, 1, 2), b, (2, 3), (3, 1, 0))
+    assert close(c.to_dense(), np.einsum("ijk,kl->lji", a.to_dense(), b.to_dense()),
+                 np.complex128)
+
+
+@pytest.mark.parametrize("modes", [("ij", "ij", ""), ("ij", "jk", "ik")])
+def test_contract_checks_duality_and_sectors(modes):
+    leg = sym.Leg(sym.U1(), [(0, 2), (1, 1)])
+    a = sym.BlockTensor.random((leg, leg), rng=0, flux=1)
+    with pytest.raises(OperationError, match="dual"):
+        sym.contract(a, modes[0], a, modes[1], modes[2])
+    other = sym.Leg(sym.U1(), [(0, 2), (1, 2)], dual=True)
+    b = sym.BlockTensor.random((other, other), rng=0, flux=-1)
+    with pytest.raises(OperationError, match="sectors differ"):
+        sym.contract(a, modes[0], b, modes[1], modes[2])
+
+
+def test_contract_mode_errors():
+    leg = sym.Leg(sym.U1(), [(0, 2), (1, 1)])
+    a = sym.BlockTensor.random((leg, leg.conj()), rng=0)
+    for ma, mb, out in [("ij", "jk", "ijk"), ("ij", "jk", "i"), ("ii", "jk", "ik"),
+                        ("ijk", "jk", "i")]:
+        with pytest.raises(OperationError):
+            sym.contract(a, ma, a, mb, out)
+    z = sym.BlockTensor.random((sym.Leg(sym.Zn(2), [(0, 1)]),), rng=0)
+    with pytest.raises(OperationError, match="groups"):
+        sym.contract(a, "ij", z, "k", "ijk")
+
+
+@st.composite
+def trace_case(draw):
+    group = draw(st.sampled_from(GROUPS))
+    traced = draw(st.lists(legs(group), min_size=1, max_size=2))
+    free = draw(st.lists(legs(group), max_size=2))
+    pool = [("t", k, leg) for k, leg in enumerate(traced)]
+    pool += [("d", k, leg.conj()) for k, leg in enumerate(traced)]
+    pool += [("f", k, leg) for k, leg in enumerate(free)]
+    order = draw(st.permutations(range(len(pool))))
+    pool = [pool[k] for k in order]
+    legs_ = tuple(leg for _, _, leg in pool)
+    t = sym.BlockTensor.random(legs_, draw(flux_for(legs_)), dtype=draw(st.sampled_from(DTYPES)),
+                               rng=draw(st.integers(0, 99)))
+    pairs = [(pool.index(next(p for p in pool if p[:2] == ("t", k))),
+              pool.index(next(p for p in pool if p[:2] == ("d", k)))) for k in range(len(traced))]
+    if draw(st.booleans()):
+        pairs = [(j, i - t.ndim) for i, j in pairs]  # either order, negative axes
+    return t, pairs
+
+
+def _dense_partial_trace(d, pairs):
+    labels = list("abcdefgh"[: d.ndim])
+    for i, j in pairs:
+        labels[j % d.ndim] = labels[i % d.ndim]
+    used = {ax % d.ndim for p in pairs for ax in p}
+    kept = "".join(labels[k] for k in range(d.ndim) if k not in used)
+    return np.einsum("".join(labels) + "->" + kept, d)
+
+
+@settings(max_examples=50, deadline=None)
+@given(trace_case())
+def test_partial_trace_matches_dense(case):
+    t, pairs = case
+    r = sym.partial_trace(t, pairs)
+    assert in_blocks(r) and r.flux == t.flux
+    assert close(r.to_dense(), _dense_partial_trace(t.to_dense(), pairs), t.dtype)
+    if len(pairs) == 1:
+        assert np.array_equal(sym.trace(t, *pairs[0]).to_dense(), r.to_dense())
+
+
+def test_trace_errors():
+    leg = sym.Leg(sym.U1(), [(0, 2), (1, 1)])
+    t = sym.BlockTensor.random((leg, leg, leg.conj()), flux=1, rng=0)
+    with pytest.raises(OperationError, match="dual"):
+        sym.trace(t, 0, 1)
+    with pytest.raises(OperationError, match="repeat"):
+        sym.partial_trace(t, [(0, 2), (2, 1)])
+    with pytest.raises(OperationError, match="out of range"):
+        sym.trace(t, 0, 3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(contraction_case(), st.data())
+def test_einsum_matches_dense(case, data):
+    (a, ma), (b, mb), out = case
+    e = sym.einsum(f"{ma},{mb}->{out}", a, b)
+    assert close(e.to_dense(), np.einsum(f"{ma},{mb}->{out}", a.to_dense(), b.to_dense()),
+                 e.dtype)
+
+
+def test_einsum_chains_traces_and_implicit_output():
+    leg = sym.Leg(sym.U1(), [(-1, 2), (0, 3), (1, 2)])
+    phys = sym.Leg(sym.U1(), [(0, 1), (1, 1)])
+    a = sym.BlockTensor.random((leg, phys, leg.conj()), rng=1, dtype=np.complex128)
+    w = sym.BlockTensor.random((phys.conj(), phys, leg, leg.conj()), rng=2)
+    da, dw = a.to_dense(), w.to_dense()
+    got = sym.einsum("ipj,pqkk,jrl->iqrl", a, w, a)
+    assert close(got.to_dense(), np.einsum("ipj,pqkk,jrl->iqrl", da, dw, da), np.complex128)
+    b = sym.permute(a.conj(), (2, 1, 0))
+    got = sym.einsum("ipj,jqi", a, b)  # implicit output "pq"
+    assert got.legs == (phys, phys.conj())
+    assert close(got.to_dense(), np.einsum("ipj,jqi", da, b.to_dense()), np.complex128)
+    with pytest.raises(OperationError, match="dual"):
+        sym.einsum("ipj,ipj->", a, a)
+    assert close(sym.einsum("ipj,ipj->", a.conj(), a).to_dense(), np.vdot(da, da),
+                 np.complex128)
+
+
+@pytest.mark.parametrize("expr", ["ij,jk->ik,", "ij->i", "ij,jk->ijk", "iij->j", "i.j",
+                                  "ij->ii", "ij,jk"])
+def test_einsum_expression_errors(expr):
+    leg = sym.Leg(sym.U1(), [(0, 2), (1, 1)])
+    a = sym.BlockTensor.random((leg, leg.conj()), rng=0)
+    with pytest.raises(ExpressionError):
+        sym.einsum(expr, a)
