@@ -1,0 +1,281 @@
+"""The benchmark suite's machinery on tiny fake workloads: registry, timing, runner, reports.
+
+No timing assertions: only counts, structure and the values the runner derives.
+"""
+
+import io
+import json
+import types
+
+import numpy as np
+import pytest
+from tenalg.bench import bench_dense, limits, registry, report, runner, timing
+from tenalg.bench.registry import Skip, Workload
+
+
+def fake(name="fake", engines=None, **options):
+    engines = engines or {"tenalg": lambda: np.arange(4.0), "numpy": lambda: np.arange(4.0)}
+    return Workload(name, options.pop("group", "dense"), lambda: dict(engines), **options)
+
+
+def timed(times, **options):
+    """A Result with given per-engine times, as if measured."""
+    return runner.Result(fake(**options), times={e: list(t) for e, t in times.items()})
+
+
+# -- registry --------------------------------------------------------------------------
+
+
+def test_workload_rejects_unknown_limit():
+    with pytest.raises(ValueError, match="limit 'disk'"):
+        fake(limit="disk")
+
+
+def _modules(monkeypatch, table):
+    """Make registry imports of tenalg.bench.NAME return table[NAME] (or raise it)."""
+
+    def import_module(name):
+        entry = table[name.rsplit(".", 1)[1]]
+        if isinstance(entry, BaseException):
+            raise entry
+        return types.SimpleNamespace(workloads=lambda: entry)
+
+    monkeypatch.setattr(registry.importlib, "import_module", import_module)
+
+
+def test_all_workloads_collects_in_order_and_skips_broken_modules(monkeypatch):
+    missing = ModuleNotFoundError("no", name="tenalg.bench.bench_b")
+    _modules(monkeypatch, {"bench_a": [fake("a1"), fake("a2")], "bench_b": missing,
+                           "bench_c": RuntimeError("boom"), "bench_d": [fake("d1")]})
+    with pytest.warns(UserWarning, match="bench_c skipped: RuntimeError"):
+        found = registry.all_workloads(("bench_a", "bench_b", "bench_c", "bench_d"))
+    assert [w.name for w in found] == ["a1", "a2", "d1"]
+
+
+def test_all_workloads_warns_when_a_module_lacks_a_dependency(monkeypatch):
+    _modules(monkeypatch, {"bench_a": ModuleNotFoundError("no torch", name="torch")})
+    with pytest.warns(UserWarning, match="bench_a skipped"):
+        assert registry.all_workloads(("bench_a",)) == []
+
+
+def test_all_workloads_rejects_duplicate_names(monkeypatch):
+    _modules(monkeypatch, {"bench_a": [fake("x")], "bench_b": [fake("x")]})
+    with pytest.raises(ValueError, match="two workloads are named 'x'"):
+        registry.all_workloads(("bench_a", "bench_b"))
+
+
+def test_real_registry_lists_the_dense_workloads():
+    names = [w.name for w in registry.all_workloads()]
+    assert len(names) == len(set(names))
+    assert {w.name for w in bench_dense.workloads()} <= set(names)
+
+
+def test_select_by_quick_group_and_name():
+    ws = [fake("sum-8", quick=True), fake("sum-80"), fake("tt-8", group="tt", quick=True)]
+    assert [w.name for w in registry.select(ws, quick=True)] == ["sum-8", "tt-8"]
+    assert [w.name for w in registry.select(ws, group="tt")] == ["tt-8"]
+    assert [w.name for w in registry.select(ws, only="sum-8")] == ["sum-8"]  # exact wins
+    assert [w.name for w in registry.select(ws, only="-8")] == ["sum-8", "sum-80", "tt-8"]
+    assert registry.select(ws, only="nothing") == []
+
+
+# -- timing ------------------------------------------------------------------------------
+
+
+def test_measure_interleaves_rounds_and_counts_calls():
+    calls = {"a": 0, "b": 0}
+
+    def counter(name):
+        def fn():
+            calls[name] += 1
+        return fn
+
+    times = timing.measure({"a": counter("a"), "b": counter("b")}, budget=0.0, min_rounds=5)
+    assert len(times["a"]) == len(times["b"]) == 5
+    assert all(t >= 0 for t in times["a"] + times["b"])
+    assert calls["a"] >= 5 and calls["b"] >= 5
+
+
+def test_batch_size_grows_for_fast_functions():
+    assert timing.batch_size(lambda: None, min_batch=1e-4) > 1
+    assert timing.batch_size(lambda: None, min_batch=0.0) == 1
+
+
+# -- runner ------------------------------------------------------------------------------
+
+
+def test_run_workload_times_every_engine_and_checks():
+    result = runner.run_workload(fake(), budget=0.001)
+    assert result.check == "ok" and result.errors == {}
+    assert sorted(result.times) == ["numpy", "tenalg"]
+    assert all(len(t) >= timing.MIN_ROUNDS for t in result.times.values())
+
+
+def test_run_workload_reports_a_mismatch():
+    engines = {"tenalg": lambda: np.ones(3), "numpy": lambda: np.array([1.0, 1.0, 1.5])}
+    check = runner.run_workload(fake(engines=engines), budget=0.001).check
+    assert check == "mismatch: tenalg differs from numpy by up to 0.5"
+
+
+def test_run_workload_reports_a_shape_mismatch_and_uses_numpy_as_reference():
+    engines = {"tenalg": lambda: np.ones(3), "numpy": lambda: np.ones(3),
+               "torch": lambda: np.ones((3, 1))}
+    check = runner.run_workload(fake(engines=engines), budget=0.001).check
+    assert check == "mismatch: torch shape (3, 1) != numpy (3,)"
+
+
+def test_compare_tolerance_follows_the_dtype():
+    near = {"numpy": np.float32([1000.0]), "tenalg": np.float32([1000.05])}
+    assert runner.compare(near) == "ok"  # 5e-5 relative: fine in float32
+    assert runner.compare({k: v.astype(np.float64) for k, v in near.items()}) != "ok"
+    assert runner.compare({"numpy": np.float16([2.0]), "tenalg": np.float16([2.01])}) == "ok"
+
+
+def test_run_workload_keeps_going_when_an_engine_fails():
+    def broken():
+        raise RuntimeError("no kernel")
+
+    engines = {"tenalg": broken, "numpy": lambda: 1.0}
+    result = runner.run_workload(fake(engines=engines), budget=0.001)
+    assert result.errors == {"tenalg": "RuntimeError: no kernel"}
+    assert list(result.times) == ["numpy"] and result.check == "not compared"
+
+
+def test_run_workload_records_a_skip():
+    def setup():
+        raise Skip("tenalg.frob is not there yet")
+
+    result = runner.run_workload(Workload("s", "dense", setup), budget=0.001)
+    assert result.check == "skipped: tenalg.frob is not there yet" and result.times == {}
+
+
+def test_run_workload_without_compare():
+    engines = {"tenalg": lambda: 1.0, "numpy": lambda: 2.0}
+    result = runner.run_workload(fake(engines=engines, compare=False), budget=0.001)
+    assert result.check == "not compared"
+
+
+def test_rates_fractions_and_speedups():
+    result = timed({"tenalg": [1.0, 2.0, 9.0], "tenalg-plan": [1.0], "numpy": [4.0],
+                    "torch": [2.0, 8.0]}, limit="copy", bytes=8e9)
+    assert result.median("tenalg") == 2.0
+    assert result.rate("tenalg") == 4e9
+    assert result.fraction("numpy", {"copy": 4e9}) == 0.5
+    assert result.speedups() == {"tenalg": {"numpy": 2.0, "torch": 2.5},
+                                 "tenalg-plan": {"numpy": 4.0, "torch": 5.0}}
+
+
+def test_speedups_without_competitors_use_the_first_engine():
+    result = timed({"tenalg-contiguous": [2.0], "tenalg-fiber": [1.0]})
+    assert result.speedups() == {"tenalg-fiber": {"tenalg-contiguous": 2.0}}
+    assert result.rate("tenalg-fiber") is None
+    assert result.fraction("tenalg-fiber", {}) is None
+
+
+def test_flops_workload_rate():
+    result = timed({"tenalg": [0.5]}, limit="gemm-f64", flops=1e9)
+    assert result.fraction("tenalg", {"gemm-f64": 4e9}) == 0.5
+
+
+LIMITS = {"copy-1t": 1e10, "copy-mt": 2e10, "copy": 2e10, "read": 3e10, "gemm-f32": 1e11,
+          "gemm-f64": 5e10}
+
+
+def test_format_table_rows_and_notes():
+    ok = timed({"tenalg": [1e-3], "numpy": [3e-3]}, name="w-ok", limit="read", bytes=3e7)
+    broken = runner.Result(fake(name="w-bad"), check="skipped: not yet",
+                           errors={"torch": "ImportError: x"})
+    lines = runner.format_table([ok, broken], LIMITS).splitlines()
+    assert lines[0].split() == ["workload", "engine", "median", "rate", "of", "limit",
+                                "tenalg", "speed-up"]
+    assert lines[2].split() == ["w-ok", "tenalg", "1", "ms", "30.00", "GB/s", "1.00", "read",
+                                "numpy", "3.00x"]
+    assert lines[3].split() == ["numpy", "3", "ms", "10.00", "GB/s", "0.33", "read"]
+    assert lines[4].split()[:2] == ["w-bad", "-"]
+    assert lines[5:] == ["  ! torch failed: ImportError: x", "  ! skipped: not yet"]
+
+
+def test_format_time_and_limits():
+    assert [runner.format_time(t) for t in (2.5, 0.0123, 4.56e-5, 7e-8)] == [
+        "2.5 s", "12.3 ms", "45.6 us", "70 ns"]
+    assert runner.format_limits(LIMITS).startswith("limits: copy 20.0 GB/s (1 thread 10.0")
+
+
+def test_progress_bar_counts_to_the_end():
+    stream = io.StringIO()
+    results = runner.run([fake("one"), fake("two")], budget=0.001, stream=stream)
+    assert [r.workload.name for r in results] == ["one", "two"]
+    frames = stream.getvalue().split("\r")[1:]
+    assert frames[0].startswith("[" + "#" * 15 + "-" * 15 + "] 1/2 one")
+    assert frames[1] == "[" + "#" * 30 + "] 2/2 two\n"
+
+
+# -- reports -----------------------------------------------------------------------------
+
+
+def test_json_report(tmp_path):
+    ok = timed({"tenalg": [1e-3, 2e-3, 3e-3], "numpy": [4e-3]}, name="w", limit="read",
+               bytes=4e7)
+    path = tmp_path / "r.json"
+    report.write_json(path, [ok], LIMITS, {"quick": True})
+    data = json.loads(path.read_text())
+    assert data["settings"] == {"quick": True} and data["limits"] == LIMITS
+    assert data["machine"]["versions"]["numpy"] == np.__version__
+    (record,) = data["results"]
+    assert (record["name"], record["limit"], record["bytes"]) == ("w", "read", 4e7)
+    assert record["check"] == "not compared" and record["errors"] == {}
+    assert record["engines"]["tenalg"]["median_s"] == 2e-3
+    assert record["engines"]["tenalg"]["times_s"] == [1e-3, 2e-3, 3e-3]
+    assert record["engines"]["numpy"]["fraction_of_limit"] == pytest.approx(1 / 3)
+    assert record["speedup"] == {"tenalg": {"numpy": 2.0}}
+
+
+def test_chart_is_a_png(tmp_path):
+    results = [
+        timed({"tenalg": [1e-3], "numpy": [3e-3]}, name="a", limit="read", bytes=3e7),
+        timed({"tenalg": [1e-6], "tenalg-plan": [5e-7], "numpy": [2e-7]}, name="b"),
+        runner.Result(fake(name="skipped"), check="skipped: x"),
+    ]
+    path = tmp_path / "chart.png"
+    report.write_chart(path, results, LIMITS)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# -- limits and the dense workloads --------------------------------------------------------
+
+
+def test_measure_limits_gives_every_limit():
+    measured = limits.measure_limits(quick=True, budget=0.001)
+    assert tuple(measured) == limits.KEYS
+    assert all(v > 0 for v in measured.values())
+    assert measured["copy"] == max(measured["copy-1t"], measured["copy-mt"])
+
+
+def test_read_bytes_counts_cache_lines():
+    a = np.empty((4096, 4096))
+    assert bench_dense.read_bytes(a) == a.nbytes
+    assert bench_dense.read_bytes(np.diagonal(a)) == 4096 * 64  # one line per element
+    assert bench_dense.read_bytes(a[:, ::4]) == a.nbytes  # 32-byte steps: every line read
+    assert bench_dense.read_bytes(a[:, ::2]) == a.nbytes  # 16-byte steps: likewise
+    assert bench_dense.read_bytes(a[:, ::16]) == a.nbytes // 2  # 128-byte steps: 1 line in 2
+    assert bench_dense.read_bytes(np.empty(())) == 8
+
+
+def test_dense_workloads_are_well_formed():
+    ws = bench_dense.workloads()
+    assert len({w.name for w in ws}) == len(ws)
+    for w in ws:
+        assert w.group == "dense"
+        assert (w.limit is None) == (w.bytes == 0), w.name
+    by_name = {w.name: w for w in ws}
+    assert by_name["permute-3102-64x64x64x64-f64"].bytes == 2 * 64**4 * 8
+    assert by_name["trace-4096x4096-f64"].bytes == 4096 * 64 + 8
+    assert by_name["sum-512x512x64-f32-axes02"].bytes == 512 * 512 * 64 * 4 + 512 * 4
+
+
+@pytest.mark.parametrize("name", ["small-sum-8x8-f64-axis1", "small-transpose-8x8-f64"])
+def test_small_dense_workloads_agree_with_numpy(name):
+    (workload,) = [w for w in bench_dense.workloads() if w.name == name]
+    result = runner.run_workload(workload, budget=0.001)
+    assert result.errors == {} and result.check == "ok"
+    assert {"tenalg", "tenalg-plan", "numpy"} <= set(result.times)
