@@ -8,6 +8,13 @@ import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
+try:
+    from tenalg.kernels import cpu  # noqa: F401 - the Numba kernels, where numba is installed
+
+    KERNELS = ["reference", "cpu"]
+except ImportError:  # pragma: no cover
+    KERNELS = ["reference"]
+
 REAL = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
 COMPLEX = [np.complex64, np.complex128]
 DTYPES = REAL + COMPLEX

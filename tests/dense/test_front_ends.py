@@ -65,6 +65,19 @@ def test_trace_reads_a_view_not_a_copy():
     np.testing.assert_array_equal(ta.partial_trace(b, [(0, 2)]), np.full((7, 7), 3000.0))
 
 
+def test_partial_trace_of_a_large_view_allocates_only_the_output():
+    import tracemalloc
+
+    big = np.ones((64, 32, 64, 32))[::-1, :, ::-1, :]  # a 32 MB negative-stride view
+    ta.partial_trace(big, [(0, 2)])  # plan built and cached outside the measurement
+    tracemalloc.start()
+    result = ta.partial_trace(big, [(0, 2)])
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert result.shape == (32, 32) and np.all(result == 64.0)
+    assert peak < 4 * result.nbytes + 64 * 1024  # the 8 KB output and bookkeeping, no copy
+
+
 def test_trace_of_a_matrix_is_rank_0_and_non_square_traces_the_square():
     a = np.arange(12.0).reshape(3, 4)
     assert ta.trace(a).shape == () and float(ta.trace(a)) == np.trace(a)

@@ -10,9 +10,8 @@ from hypothesis import strategies as st
 
 import tenalg as ta
 
-from .strategies import COMPLEX, DTYPES, REAL, shapes, strided, tolerance, wide
+from .strategies import COMPLEX, DTYPES, KERNELS, REAL, shapes, strided, tolerance, wide
 
-KERNELS = ["reference", "auto"]
 NP_REDUCE = {"sum": np.sum, "product": np.prod, "min": np.min, "max": np.max}
 
 

@@ -135,12 +135,23 @@ def test_addend_identical_to_out_accumulates_in_place():
 def test_out_of_bounds_layouts_are_refused():
     a = np.arange(10.0)
     bad = np.lib.stride_tricks.as_strided(a, (20,), (8,))
-    with pytest.raises(ta.BoundsError):
+    with pytest.raises(ta.BoundsError, match="input A: extents"):
         ta.sum(bad)
-    with pytest.raises(ta.BoundsError):
+    with pytest.raises(ta.BoundsError, match=r"reach bytes \[8, 87\] of a 80-byte buffer"):
         ta.strided_view(a, (4,), (3,), offset=1)
     assert ta.strided_view(a, (3,), (3,), offset=1).tolist() == [1.0, 4.0, 7.0]
     assert ta.strided_view(a[::-1], (2, 2), (-1, -5)).tolist() == [[9.0, 4.0], [8.0, 3.0]]
+
+
+def test_every_error_is_a_tenalg_error_and_a_builtin():
+    for name in ("ExpressionError", "DescriptorError", "OperationError", "ExtentError",
+                 "InputCountError", "ScalarCountError", "InputMismatchError",
+                 "OutputMismatchError", "AliasError", "BoundsError"):
+        cls = getattr(ta, name)
+        assert issubclass(cls, ta.TenalgError) and issubclass(cls, ValueError)
+    assert issubclass(ta.DTypeError, TypeError)
+    err = ta.ExtentError("k", 3, 4, "A and B")
+    assert "k" in str(err) and "3" in str(err) and "4" in str(err)
 
 
 def test_unknown_enum_values():
