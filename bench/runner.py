@@ -34,7 +34,8 @@ class Result:
     workload: Workload
     times: dict[str, list[float]] = field(default_factory=dict)  # engine -> per-call seconds
     errors: dict[str, str] = field(default_factory=dict)  # engine -> what it raised
-    check: str = "not compared"  # "ok", "mismatch: ...", "skipped: ...", "not compared"
+    check: str = "not compared"  # "ok", "not compared", "mismatch: ...", "skipped: ...",
+    #                              "setup failed: ..."
 
     def median(self, engine):
         return statistics.median(self.times[engine])
@@ -97,6 +98,9 @@ def run_workload(workload, budget):
         fns = workload.setup()
     except Skip as reason:
         result.check = f"skipped: {reason}"
+        return result
+    except Exception as error:  # noqa: BLE001 - one broken workload must not stop the suite
+        result.check = f"setup failed: {type(error).__name__}: {error}"
         return result
     outputs = {}
     for name, fn in list(fns.items()):

@@ -149,6 +149,15 @@ def test_run_workload_records_a_skip():
     assert result.check == "skipped: tenalg.frob is not there yet" and result.times == {}
 
 
+def test_run_workload_survives_a_failing_setup():
+    def setup():
+        raise ModuleNotFoundError("No module named 'tenalg.frob'")
+
+    result = runner.run_workload(Workload("s", "dense", setup), budget=0.001)
+    assert result.check == "setup failed: ModuleNotFoundError: No module named 'tenalg.frob'"
+    assert result.times == {} and result.errors == {}
+
+
 def test_run_workload_without_compare():
     engines = {"tenalg": lambda: 1.0, "numpy": lambda: 2.0}
     result = runner.run_workload(fake(engines=engines, compare=False), budget=0.001)
