@@ -21,7 +21,8 @@ def test_core_views_and_unfoldings(storage, dtype):
     np.testing.assert_array_equal(c.horizontal_unfolding(), a.reshape(2, 12))
     assert c[1, 2, 3] == a[1, 2, 3]
     np.testing.assert_array_equal(c.fiber(0, 1), a[0, :, 1])
-    np.testing.assert_array_equal(c.take(np.array([2, 0, 2])), a[:, [2, 0, 2], :].transpose(1, 0, 2))
+    np.testing.assert_array_equal(c.take(np.array([2, 0, 2])),
+                                  a[:, [2, 0, 2], :].transpose(1, 0, 2))
     v = np.arange(3.0).astype(dtype)
     np.testing.assert_allclose(c.matvec(v), np.einsum("lnr,n->lr", a, v), rtol=tol(dtype))
     np.testing.assert_allclose(c.scaled(2).array(), 2 * a, rtol=tol(dtype))

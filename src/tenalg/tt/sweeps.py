@@ -7,8 +7,9 @@ block-diagonal sum; the SVD sweep forms it. Each train gets its own eps-adaptive
 stacks stay rectangular at the largest rank of the group and the columns a train does
 not keep are exact zeros, which the next bond's decompositions see as zero singular
 values. Every sweep normalises what it multiplies and carries the scale as a logarithm,
-so long trains neither overflow nor underflow. Each returns ``Rounded(cores, ranks (g, d+1), norms (g,), discarded (g,))``
-where ``discarded`` is the relative Frobenius bound sqrt(sum of discarded s^2) / ||X||.
+so long trains neither overflow nor underflow. Each returns
+``Rounded(cores, ranks (g, d+1), norms (g,), discarded (g,))`` where ``discarded`` is the
+relative Frobenius bound sqrt(sum of discarded s^2) / ||X||.
 
 Cancellation (X - X) leaves a train whose norm is roundoff of the terms that cancelled;
 relative to that norm eps means nothing, so each bond also drops singular values below

@@ -1,0 +1,91 @@
+"""TT-SVD (from_dense) and TT-cross against dense results."""
+
+import numpy as np
+import pytest
+from tt_helpers import DTYPES, STORAGES, rand, rel, tol
+
+from tenalg import tt
+from tenalg.errors import DTypeError, OperationError
+
+DIMS = (4, 5, 3, 5, 4)
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_from_dense_recovers_ranks(storage, dtype):
+    x = rand(DIMS, (3, 4, 2, 3), dtype, seed=1)
+    dense = x.to_dense()
+    y = tt.from_dense(dense, eps=10 * tol(dtype), storage=storage)
+    assert y.ranks == x.ranks and y.dtype == np.dtype(dtype) and y.storage == storage
+    assert rel(y.to_dense(), dense) < 10 * tol(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_from_dense_eps_bound_and_max_rank(dtype):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal(DIMS).astype(dtype)
+    for eps in (0.0, 0.1, 0.5):
+        y = tt.from_dense(a, eps=eps)
+        assert y.dtype == np.dtype(dtype)
+        assert rel(y.to_dense(), a) <= max(eps, 10 * tol(dtype))
+    assert tt.from_dense(a, eps=0.5).ranks < tt.from_dense(a).ranks
+    assert max(tt.from_dense(a, max_rank=2).ranks) == 2
+    assert tt.from_dense(np.arange(5.0)).ranks == (1, 1)
+    assert tt.from_dense(np.ones((3, 4), dtype=np.int32)).dtype == np.float64
+
+
+def test_from_dense_bad_input():
+    with pytest.raises(OperationError, match="axis"):
+        tt.from_dense(np.float64(3.0))
+    with pytest.raises(DTypeError):
+        tt.from_dense(np.ones((2, 2), dtype=np.float16))
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cross_recovers_a_low_rank_train(storage, dtype):
+    x = rand((5,) * 6, 3, dtype, seed=3)
+    y, info = tt.cross(x.evaluate, x.dims, 3, rng=0, storage=storage)
+    assert info.converged and y.ranks == x.ranks
+    assert y.dtype == np.dtype(dtype) and y.storage == storage
+    assert tt.norm(y - x) <= (1e-10 if tol(dtype) < 1e-8 else 1e-5) * tt.norm(x)
+    assert info.nevals > 0 and len(info.index_sets) == 5
+
+
+def test_cross_separable_function_at_rank_1():
+    def f(idx):
+        return np.prod(np.exp(-0.1 * idx) * (1 + idx), axis=1)
+
+    y, info = tt.cross(f, (6,) * 8, 1, rng=0)
+    assert info.converged and y.ranks == (1,) * 9
+    idx = np.random.default_rng(4).integers(0, 6, size=(50, 8))
+    np.testing.assert_allclose(y.evaluate(idx), f(idx), rtol=1e-12)
+
+
+def test_cross_clips_ranks_and_warm_starts():
+    y, _ = tt.cross(lambda i: 1.0 + i.sum(axis=1), (2, 3, 2), 10, rng=0)
+    assert y.ranks == (1, 2, 2, 1)
+    x = rand((4,) * 5, 2, seed=5)
+    first, info = tt.cross(x.evaluate, x.dims, 2, nsweeps=1, rng=1)
+    again, info2 = tt.cross(x.evaluate, x.dims, index_sets=info.index_sets)
+    assert info2.converged and info2.nsweeps == 1 and again.ranks == x.ranks
+    assert tt.norm(again - x) <= 1e-10 * tt.norm(x)
+
+
+def test_cross_bad_input():
+    with pytest.raises(OperationError, match="ranks"):
+        tt.cross(lambda i: np.ones(len(i)), (2, 2))
+    with pytest.raises(OperationError, match="shape"):
+        tt.cross(lambda i: np.ones((len(i), 2)), (2, 2), 1, rng=0)
+    with pytest.raises(OperationError, match="index set"):
+        tt.cross(lambda i: np.ones(len(i)), (2, 2, 2), index_sets=[np.zeros((1, 2), int)])
+    with pytest.raises(OperationError, match="index set 1"):
+        tt.cross(lambda i: np.ones(len(i)), (2, 2, 2), 1,
+                 index_sets=[np.zeros((2, 2), int), np.zeros((1, 1), int)])
+
+
+def test_maxvol_finds_a_dominant_submatrix():
+    a = np.random.default_rng(6).standard_normal((40, 4))
+    rows = tt.maxvol(a, tau=1.01)
+    coef = np.linalg.solve(a[rows].T, a.T).T
+    assert len(set(rows.tolist())) == 4 and np.abs(coef).max() <= 1.01 + 1e-12

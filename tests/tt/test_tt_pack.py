@@ -1,0 +1,139 @@
+"""Packs of trains: batched add, add_, round_, dot, norm against single trains and dense."""
+
+import numpy as np
+import pytest
+from tt_helpers import DTYPES, STORAGES, rand, rel, tol
+
+from tenalg import tt
+from tenalg.errors import OperationError
+from tenalg.tt import pack as pack_module
+
+DIMS = (3, 4, 3, 4)
+
+
+def _grid(dtype, storage, seed, ranks=(2, 2, 2, 3, 3, 2)):
+    """A 2 x 3 pack whose trains fall in two groups of core shapes."""
+    trains = [rand(DIMS, r, dtype, storage, seed=seed + i) for i, r in enumerate(ranks)]
+    return tt.TrainPack([trains[:3], trains[3:]])
+
+
+def _dense(p):
+    return {pos: p[pos].to_dense() for pos in p.positions()}
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pack_arithmetic_matches_dense(storage, dtype):
+    p, q = _grid(dtype, storage, 0), _grid(dtype, storage, 10)
+    dp, dq = _dense(p), _dense(q)
+    s = tt.add(p, q)
+    assert s.shape == (2, 3) and (s.nvars, s.nblocks) == (2, 3)
+    for pos in p.positions():
+        assert s[pos].dtype == np.dtype(dtype) and s[pos].storage == storage
+        assert s[pos].ranks == tt.add(p[pos], q[pos]).ranks
+        np.testing.assert_allclose(s[pos].to_dense(), dp[pos] + dq[pos], rtol=tol(dtype),
+                                   atol=tol(dtype) * 10)
+    dots, norms = tt.dot(p, q), tt.norm(p)
+    assert dots.shape == norms.shape == (2, 3)
+    for pos in p.positions():
+        np.testing.assert_allclose(dots[pos], np.vdot(dp[pos], dq[pos]), rtol=tol(dtype) * 10)
+        np.testing.assert_allclose(norms[pos], np.linalg.norm(dp[pos]), rtol=tol(dtype) * 10)
+    scaled = tt.scale(p, 2)
+    np.testing.assert_allclose(scaled[1, 2].to_dense(), 2 * dp[1, 2], rtol=tol(dtype))
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_pack_destructive_sum(storage):
+    p, q = _grid(np.float64, storage, 0), _grid(np.float64, storage, 10)
+    want = {pos: p[pos].to_dense() + q[pos].to_dense() for pos in p.positions()}
+    versions = {pos: p[pos].version for pos in p.positions()}
+    train = p[0, 1]
+    tt.add_(p, q)
+    for pos in p.positions():
+        assert q[pos].empty and p[pos].version == versions[pos] + 1
+        np.testing.assert_allclose(p[pos].to_dense(), want[pos])
+    assert p[0, 1] is train
+
+
+@pytest.mark.parametrize("method", tt.METHODS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pack_rounding_is_eps_adaptive_per_train(method, dtype):
+    """One group (equal core shapes) whose trains round to different ranks: x + x halves."""
+    a = [rand(DIMS, 2, dtype, seed=s) for s in range(4)]
+    b = [rand(DIMS, 2, dtype, seed=s + 20) for s in range(4)]
+    b[1], b[3] = a[1], a[3]
+    p = tt.add(tt.TrainPack([a[:2], a[2:]]), tt.TrainPack([b[:2], b[2:]]))
+    want = _dense(p)
+    eps = 10 * tt.gram_floor(dtype)
+    infos = p.round_(eps, method=method, rng=0)
+    for (v, k), i in zip(p.positions(), range(4), strict=True):
+        t, info = p[v, k], infos[v][k]
+        single = tt.round(a[i] + b[i], eps, method=method, rng=0)
+        assert t.ranks == single.ranks and (i in (0, 2) or t.ranks == a[i].ranks)
+        assert info.ranks_before == (1, 4, 4, 4, 1) and info.ranks_after == t.ranks
+        assert t.dtype == np.dtype(dtype) and rel(t.to_dense(), want[v, k]) <= eps
+        np.testing.assert_allclose(t.to_dense(), single.to_dense(), rtol=10 * tol(dtype),
+                                   atol=10 * tol(dtype) * np.abs(want[v, k]).max())
+
+
+def test_pack_max_rank_and_mixed_groups():
+    p = _grid(np.float64, "fiber", 0)
+    want = _dense(p)
+    p.round_(0.0)
+    for pos in p.positions():
+        assert rel(p[pos].to_dense(), want[pos]) < 1e-12 and p[pos].storage == "fiber"
+    p.round_(0.0, rmax=1)
+    assert all(p[pos].ranks == (1,) * 5 for pos in p.positions())
+
+
+def test_one_batched_kernel_per_group(monkeypatch):
+    calls = []
+    run = pack_module.run
+
+    def counting(method, summands, *args):
+        calls.append(summands[0][0].shape[0])
+        return run(method, summands, *args)
+
+    monkeypatch.setattr(pack_module, "run", counting)
+    p = tt.add(_grid(np.float64, "contiguous", 0), _grid(np.float64, "contiguous", 10))
+    p.round_(1e-8)
+    assert sorted(calls) == [2, 4]
+
+
+def test_device_pack_versions_and_staleness():
+    p = _grid(np.float32, "contiguous", 0)
+    dev = p.device_pack()
+    shapes = sorted(tuple(c.shape for c in cores) for cores in dev.cores)
+    assert shapes == [((2, 1, 3, 3), (2, 3, 4, 3), (2, 3, 3, 3), (2, 3, 4, 1)),
+                      ((4, 1, 3, 2), (4, 2, 4, 2), (4, 2, 3, 2), (4, 2, 4, 1))]
+    assert all(c.dtype == np.float32 for cores in dev.cores for c in cores)
+    assert dev.versions == {pos: p[pos].version for pos in p.positions()}
+    for positions, cores in dev.groups:
+        for i, pos in enumerate(positions):
+            np.testing.assert_array_equal(cores[0][i], p[pos].cores[0].array())
+    tt.round_(p[1, 2], 0.5)
+    with pytest.raises(tt.StalePackError, match=r"\(1, 2\)"):
+        _ = dev.cores
+    fresh = p.device_pack()
+    p2 = p.copy()
+    tt.add_(p[0, 0], p2[0, 0])
+    with pytest.raises(tt.StalePackError):
+        _ = fresh.groups
+    assert p.device_pack().versions[0, 0] == p[0, 0].version
+
+
+def test_pack_rejects_bad_input():
+    p = _grid(np.float64, "contiguous", 0)
+    opened = tt.TrainPack([[rand(DIMS, 2, left_bond=2)] * 3] * 2)
+    with pytest.raises(OperationError, match="closed"):
+        tt.add(p, opened)
+    with pytest.raises(OperationError, match="closed"):
+        opened.round_(0.1)
+    with pytest.raises(OperationError, match="same shape"):
+        tt.add(p, tt.TrainPack([p.grid[0]]))
+    with pytest.raises(OperationError, match="rectangular"):
+        tt.TrainPack([[rand(DIMS, 1)], []])
+    with pytest.raises(OperationError, match="TensorTrains"):
+        tt.TrainPack([[rand(DIMS, 1), 3]])
+    with pytest.raises(OperationError, match="dims"):
+        tt.dot(p, tt.TrainPack([[rand((2, 2), 1)] * 3] * 2))
