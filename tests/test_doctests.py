@@ -11,7 +11,7 @@ import tenalg
 MODULES = sorted(
     info.name
     for info in pkgutil.walk_packages(tenalg.__path__, "tenalg.")
-    if not info.name.startswith("tenalg.bench")
+    if not info.name.startswith("tenalg.bench") and info.name != "tenalg.__main__"
 )
 
 
