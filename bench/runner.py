@@ -117,20 +117,41 @@ def run_workload(workload, budget):
 
 
 def compare(outputs):
-    """'ok' when every engine's result is close to the reference (numpy's, else the first)."""
+    """'ok' when every engine's result is close to the reference (numpy's, else the first).
+
+    The tolerance follows the reference's precision (:data:`RTOL`, relative to its largest
+    magnitude too); results that are not arrays of numbers are 'not compared: ...'.
+    """
     reference_name = "numpy" if "numpy" in outputs else next(iter(outputs))
-    reference = np.asarray(outputs[reference_name])
-    rtol = RTOL.get(reference.dtype.itemsize // (2 if reference.dtype.kind == "c" else 1), 1e-8)
+    try:
+        values = {name: _widened(value) for name, value in outputs.items()}
+    except (TypeError, ValueError) as error:
+        return f"not compared: {error}"
+    reference = values[reference_name]
+    rtol = RTOL.get(_precision(outputs[reference_name]), 1e-8)
     atol = rtol * float(np.max(np.abs(reference), initial=0.0))
     bad = []
-    for name, value in outputs.items():
-        value = np.asarray(value)
+    for name, value in values.items():
         if value.shape != reference.shape:
             bad.append(f"{name} shape {value.shape} != {reference_name} {reference.shape}")
         elif not np.allclose(value, reference, rtol=rtol, atol=atol, equal_nan=True):
-            error = float(np.max(np.abs(value.astype(complex) - reference)))
+            error = float(np.max(np.abs(value - reference)))
             bad.append(f"{name} differs from {reference_name} by up to {error:.3g}")
     return "mismatch: " + "; ".join(bad) if bad else "ok"
+
+
+def _precision(value):
+    """Bytes per real component of ``value``'s dtype (2 for float16 and bfloat16)."""
+    dtype = np.asarray(value).dtype
+    return dtype.itemsize // (2 if dtype.kind == "c" else 1)
+
+
+def _widened(value):
+    """``value`` as a complex128 or float64 array (bfloat16 and torch tensors included)."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "fciub" and array.dtype.name != "bfloat16":
+        raise TypeError(f"a result of dtype {array.dtype} is not an array of numbers")
+    return array.astype(np.complex128 if array.dtype.kind == "c" else np.float64)
 
 
 def run(workloads, budget, progress=True, stream=None):

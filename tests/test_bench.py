@@ -131,6 +131,14 @@ def test_compare_tolerance_follows_the_dtype():
     assert runner.compare({"numpy": np.float16([2.0]), "tenalg": np.float16([2.01])}) == "ok"
 
 
+def test_compare_widens_bfloat16_and_skips_non_numbers():
+    import ml_dtypes
+
+    bf16 = {"numpy": np.ones(3, ml_dtypes.bfloat16), "tenalg": np.float32([1, 1, 1.001])}
+    assert runner.compare(bf16) == "ok"
+    assert runner.compare({"a": object(), "b": object()}).startswith("not compared: ")
+
+
 def test_run_workload_keeps_going_when_an_engine_fails():
     def broken():
         raise RuntimeError("no kernel")
