@@ -3,6 +3,7 @@
 No timing assertions: only counts, structure and the values the runner derives.
 """
 
+import doctest
 import io
 import json
 import types
@@ -296,3 +297,9 @@ def test_small_dense_workloads_agree_with_numpy(name):
     result = runner.run_workload(workload, budget=0.001)
     assert result.errors == {} and result.check == "ok"
     assert {"tenalg", "tenalg-plan", "numpy"} <= set(result.times)
+
+
+@pytest.mark.parametrize("module", [registry, timing, runner, report, limits, bench_dense])
+def test_docstring_examples(module):
+    # tests/test_doctests.py leaves tenalg.bench out; its examples run here
+    assert doctest.testmod(module).failed == 0
