@@ -1,5 +1,7 @@
 """Contraction, traces and einsum of block tensors against the same on dense arrays."""
 
+import importlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -8,6 +10,8 @@ from sym_helpers import DTYPES, GROUPS, close, flux_for, in_blocks, legs
 
 from tenalg import symmetric as sym
 from tenalg.errors import ExpressionError, OperationError
+
+contract_module = importlib.import_module("tenalg.symmetric.contract")  # not the function
 
 
 @st.composite
@@ -173,3 +177,25 @@ def test_einsum_expression_errors(expr):
     a = sym.BlockTensor.random((leg, leg.conj()), rng=0)
     with pytest.raises(ExpressionError):
         sym.einsum(expr, a)
+
+
+def test_large_and_small_blocks_mix_batched_and_direct_pairs():
+    """Sectors of 1 and 80: some pairs run batched, some one by one, into the same blocks."""
+    leg = sym.Leg(sym.U1(), [(0, 80), (1, 1), (2, 2), (-1, 1)])
+    phys = sym.Leg(sym.U1(), [(0, 1), (1, 1)])
+    a = sym.BlockTensor.random((leg, phys, leg.conj()), rng=0)
+    b = sym.BlockTensor.random((leg.conj(), phys.conj(), leg), dtype=np.complex128, rng=1)
+    schedule = contract_module._matching(
+        contract_module._spec(a.legs, tuple("lpm"), b.legs, tuple("lpr"), tuple("mr")),
+        tuple(a.blocks), tuple(b.blocks))
+    steps = [s for _, _, key_steps in schedule.keys for s in key_steps]
+    assert any(sig is None for sig, _ in steps) and any(sig is not None for sig, _ in steps)
+    c = sym.contract(a, "lpm", b, "lpr", "mr")  # sums over l and p
+    assert close(c.to_dense(), np.einsum("lpm,lpr->mr", a.to_dense(), b.to_dense()),
+                 np.complex128)
+    leg = sym.Leg(sym.U1(), [(0, 12), (1, 1), (2, 2), (-1, 1)])
+    t = sym.BlockTensor.random((leg, leg, leg.conj(), leg.conj()), rng=2)
+    assert close(sym.partial_trace(t, [(0, 2)]).to_dense(),
+                 np.einsum("abad->bd", t.to_dense()), np.float64)
+    assert close(sym.partial_trace(t, [(0, 2), (3, 1)]).to_dense(),
+                 np.einsum("abab->", t.to_dense()), np.float64)

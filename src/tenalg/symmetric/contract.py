@@ -2,8 +2,9 @@
 
 Blocks are matched by a hash join on the contracted charges (never an all-pairs scan);
 each output block is the sum over its matching block pairs, one dense contraction plan
-per pair accumulating into the block (beta = 1). The matching and the output structure
-are cached per structure (legs, modes and block keys of both inputs).
+per pair accumulating into the block (beta = 1), small pairs of equal shapes stacked into
+one batched plan (:mod:`.schedule`). The matching and the schedule are cached per
+structure (legs, modes and block keys of both inputs).
 
 >>> import numpy as np
 >>> from tenalg.symmetric import U1, Leg, BlockTensor
@@ -21,6 +22,7 @@ import numpy as np
 from ..dtypes import result_type
 from ..errors import OperationError
 from . import dense
+from .schedule import BATCH, Schedule
 from .sectors import block_shape
 from .tensor import BlockTensor
 
@@ -57,6 +59,7 @@ class _Spec:
         self.perm = tuple(free_modes.index(m) for m in modes_out)
         free_legs = [legs_a[i] for i in self.free_a] + [legs_b[j] for j in self.free_b]
         self.legs = tuple(free_legs[p] for p in self.perm)
+        self.legs_a, self.legs_b = legs_a, legs_b
         # dense modes: integers, so that any hashable user labels work
         label = {m: k for k, m in enumerate(dict.fromkeys(modes_a + modes_b))}
         self.modes_a = tuple(label[m] for m in modes_a)
@@ -71,7 +74,7 @@ def _spec(legs_a, modes_a, legs_b, modes_b, modes_out):
 
 @functools.lru_cache(maxsize=256)
 def _matching(spec, keys_a, keys_b):
-    """``[(out_key, out_shape, [(index_a, index_b), ...]), ...]`` by a hash join."""
+    """The :class:`Schedule` of the block pairs ``(index_a, index_b)``, by a hash join."""
     by_charge = {}
     for ib, key in enumerate(keys_b):
         by_charge.setdefault(tuple(key[j] for j in spec.shared_b), []).append(ib)
@@ -82,9 +85,9 @@ def _matching(spec, keys_a, keys_b):
             free = free_a + tuple(keys_b[ib][j] for j in spec.free_b)
             out_key = tuple(free[p] for p in spec.perm)
             pairs.setdefault(out_key, []).append((ia, ib))
-    return tuple(
-        (key, block_shape(spec.legs, key), tuple(pair_list)) for key, pair_list in pairs.items()
-    )
+    entries = [(key, block_shape(spec.legs, key), pair_list) for key, pair_list in pairs.items()]
+    return Schedule(entries, lambda pair: (block_shape(spec.legs_a, keys_a[pair[0]]),
+                                           block_shape(spec.legs_b, keys_b[pair[1]])))
 
 
 def contract(a, modes_a, b, modes_b, modes_out):
@@ -103,11 +106,17 @@ def contract(a, modes_a, b, modes_b, modes_out):
     keys_a, blocks_a = tuple(a.blocks), tuple(a.blocks.values())
     keys_b, blocks_b = tuple(b.blocks), tuple(b.blocks.values())
     dtype = result_type([a.dtype, b.dtype])
-    blocks = {}
-    for key, shape, pairs in _matching(spec, keys_a, keys_b):
-        out = np.empty(shape, dtype)
-        for n, (ia, ib) in enumerate(pairs):
-            dense.contract_into(out, blocks_a[ia], spec.modes_a, blocks_b[ib], spec.modes_b,
-                                spec.modes_out, beta=min(n, 1))
-        blocks[key] = out
+
+    def run_one(out, pair, beta):
+        return dense.contract_into(out, blocks_a[pair[0]], spec.modes_a, blocks_b[pair[1]],
+                                   spec.modes_b, spec.modes_out, beta)
+
+    def run_batch(pairs, shape):
+        stack_a = np.stack([blocks_a[ia] for ia, _ in pairs])
+        stack_b = np.stack([blocks_b[ib] for _, ib in pairs])
+        out = np.empty((len(pairs),) + shape, dtype)
+        return dense.contract_into(out, stack_a, (BATCH,) + spec.modes_a, stack_b,
+                                   (BATCH,) + spec.modes_b, (BATCH,) + spec.modes_out, 0)
+
+    blocks = _matching(spec, keys_a, keys_b).execute(run_one, run_batch, dtype)
     return BlockTensor._new(spec.legs, a.group.fuse(a.flux, b.flux), blocks, dtype, a.group)

@@ -3,7 +3,8 @@
 A traced pair must be a leg and its dual with equal sectors; only blocks carrying the
 same charge on both legs of every pair lie on the diagonal. Each such block goes to a
 dense reduction plan over its diagonal view (summed strides: no transpose copy, no
-identity tensor), accumulating into the output block it maps to (beta = 1).
+identity tensor), accumulating into the output block it maps to (beta = 1); small
+blocks of equal shapes are stacked into one batched reduction (:mod:`.schedule`).
 
 >>> import numpy as np
 >>> from tenalg.symmetric import U1, Leg, BlockTensor
@@ -19,6 +20,7 @@ import numpy as np
 
 from ..errors import OperationError
 from . import dense
+from .schedule import BATCH, Schedule
 from .sectors import block_shape
 from .tensor import BlockTensor
 
@@ -31,7 +33,7 @@ def _axis(ax, ndim):
 
 @functools.lru_cache(maxsize=256)
 def _structure(legs, keys, pairs):
-    """Output legs, dense modes, and ``[(out_key, shape, block indices)]``."""
+    """Output legs, dense modes, kept modes, and the :class:`Schedule` of the blocks."""
     kept = tuple(ax for ax in range(len(legs)) if all(ax not in p for p in pairs))
     out_legs = tuple(legs[ax] for ax in kept)
     modes = list(range(len(legs)))
@@ -41,8 +43,9 @@ def _structure(legs, keys, pairs):
     for n, key in enumerate(keys):
         if all(key[i] == key[j] for i, j in pairs):
             groups.setdefault(tuple(key[ax] for ax in kept), []).append(n)
-    entries = tuple((k, block_shape(out_legs, k), tuple(ns)) for k, ns in groups.items())
-    return out_legs, tuple(modes), kept, entries
+    entries = [(k, block_shape(out_legs, k), ns) for k, ns in groups.items()]
+    schedule = Schedule(entries, lambda n: (block_shape(legs, keys[n]),))
+    return out_legs, tuple(modes), kept, schedule
 
 
 def partial_trace(t, pairs):
@@ -57,13 +60,17 @@ def partial_trace(t, pairs):
     for i, j in pairs:
         t.legs[i].check_contracts_with(t.legs[j], f"tracing legs {i} and {j}")
     blocks_in = tuple(t.blocks.values())
-    out_legs, modes, kept, entries = _structure(t.legs, tuple(t.blocks), pairs)
-    blocks = {}
-    for key, shape, members in entries:
-        out = np.empty(shape, t.dtype)
-        for n, member in enumerate(members):
-            dense.trace_into(out, blocks_in[member], modes, kept, beta=min(n, 1))
-        blocks[key] = out
+    out_legs, modes, kept, schedule = _structure(t.legs, tuple(t.blocks), pairs)
+
+    def run_one(out, n, beta):
+        return dense.trace_into(out, blocks_in[n], modes, kept, beta)
+
+    def run_batch(members, shape):
+        out = np.empty((len(members),) + shape, t.dtype)
+        return dense.trace_into(out, np.stack([blocks_in[n] for n in members]), (BATCH,) + modes,
+                                (BATCH,) + kept, 0)
+
+    blocks = schedule.execute(run_one, run_batch, t.dtype)
     return BlockTensor._new(out_legs, t.flux, blocks, t.dtype, t.group)
 
 

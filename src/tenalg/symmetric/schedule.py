@@ -1,0 +1,66 @@
+"""Batching of block operations: small blocks of equal shapes run as one stacked plan.
+
+Python and plan overhead per block (tens of microseconds) dominate small blocks, so the
+members (block pairs of a contraction, blocks of a trace) whose operands are small are
+grouped by shape; each group's operands are stacked and go through one dense plan with an
+extra batch mode. Large members run one by one, straight from and into their blocks. An
+output block is then a view of its group's result, plus the other members it sums over.
+
+>>> s = Schedule([("x", (2,), ((0,), (1,))), ("y", (2,), ((2,),))], lambda m: ((2, 2),))
+>>> len(s.batches), [len(members) for members in s.batches.values()]
+(1, [3])
+"""
+
+import math
+
+import numpy as np
+
+SMALL = 1 << 14  # elements (operands and output) below which a member is batched
+BATCH = -1  # the dense mode label of the stacking axis (structure labels are >= 0)
+
+
+class Schedule:
+    """The order of work for one structure: batched groups, then the direct members.
+
+    ``entries`` are ``(out_key, out_shape, members)``; ``member_shapes(member)`` gives
+    the shapes of the member's operands.
+    """
+
+    def __init__(self, entries, member_shapes):
+        self.batches = {}
+        self.keys = []
+        for key, shape, members in entries:
+            steps = []
+            for member in members:
+                shapes = member_shapes(member)
+                if sum(math.prod(s) for s in shapes) + math.prod(shape) <= SMALL:
+                    group = self.batches.setdefault(shapes + (shape,), [])
+                    steps.append((shapes + (shape,), len(group)))
+                    group.append(member)
+                else:
+                    steps.append((None, member))
+            self.keys.append((key, shape, tuple(steps)))
+
+    def execute(self, run_one, run_batch, dtype):
+        """The output blocks: ``run_batch(members, out_shape)`` returns a stacked result,
+        ``run_one(out, member, beta)`` accumulates one member into ``out``."""
+        stacks = {
+            signature: run_batch(members, signature[-1])
+            for signature, members in self.batches.items()
+        }
+        blocks = {}
+        for key, shape, steps in self.keys:
+            block = None
+            for signature, ref in steps:
+                if signature is not None:
+                    part = stacks[signature][ref, ...]
+                    if block is None:
+                        block = part
+                    else:
+                        block += part
+                elif block is None:
+                    block = run_one(np.empty(shape, dtype), ref, 0)
+                else:
+                    run_one(block, ref, 1)
+            blocks[key] = block
+        return blocks
