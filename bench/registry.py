@@ -66,12 +66,10 @@ def all_workloads(modules=MODULES):
 
 
 def select(workloads, *, quick=False, only=None, group=None):
-    """The workloads to run: quick ones, one group, and/or those matching ``only``.
-
-    ``only`` is an exact name, else a substring of names.
-    """
-    chosen = [w for w in workloads if (not quick or w.quick) and (group in (None, w.group))]
-    if only is not None:
-        exact = [w for w in chosen if w.name == only]
-        chosen = exact or [w for w in chosen if only in w.name]
-    return chosen
+    """The workloads to run: one group (or all), then those matching ``only`` (an exact
+    name, else a substring of names), or without ``only`` the quick ones when ``quick``."""
+    chosen = [w for w in workloads if group in (None, w.group)]
+    if only is None:
+        return [w for w in chosen if w.quick or not quick]
+    exact = [w for w in chosen if w.name == only]
+    return exact or [w for w in chosen if only in w.name]

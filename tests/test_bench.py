@@ -78,6 +78,7 @@ def test_select_by_quick_group_and_name():
     assert [w.name for w in registry.select(ws, only="sum-8")] == ["sum-8"]  # exact wins
     assert [w.name for w in registry.select(ws, only="-8")] == ["sum-8", "sum-80", "tt-8"]
     assert registry.select(ws, only="nothing") == []
+    assert [w.name for w in registry.select(ws, quick=True, only="sum-80")] == ["sum-80"]
 
 
 # -- timing ------------------------------------------------------------------------------
