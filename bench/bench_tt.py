@@ -1,0 +1,192 @@
+"""Tensor-train workloads: rounding methods, fused sums, TT-SVD, batched packs, storages.
+
+Engines whose names start with "tenalg" run tenalg (``tenalg`` in contiguous storage,
+``tenalg-fiber`` in fiber storage, ``tenalg-<method>`` per rounding method); the
+baselines are teneva (where it installs) and, for packs, ``loop``: the same operations
+on single trains in a Python loop. Results are compared only where the engines run the
+same algorithm (rounding methods legitimately differ at the truncation level).
+
+>>> names = [w.name for w in workloads()]
+>>> "tt-round-sum2-d20-n32-r30" in names and "tt-pack-4096-d6-n16-r8-add-round" in names
+True
+"""
+
+from functools import partial
+
+import numpy as np
+
+from tenalg import tt
+
+from .registry import Workload
+
+try:
+    import teneva
+except ImportError:
+    teneva = None
+
+
+def _arrays(train):
+    """A train's cores as a list of (l, n, r) arrays (teneva's format)."""
+    return [np.array(c.array()) for c in train.cores]
+
+
+def _ranks(cores):
+    return np.array([c.shape[0] for c in cores] + [1])
+
+
+def _round_sum2(d, n, r):
+    """Round the sum of two random trains of rank r back to rank r, each method."""
+
+    def setup():
+        a, b = tt.random((n,) * d, r, rng=1), tt.random((n,) * d, r, rng=2)
+        fns = {f"tenalg-{m}": partial(tt.round_sum, [a, b], eps=1e-8, max_rank=r, method=m,
+                                      rng=0)
+               for m in tt.METHODS}
+        fib = [a.to_storage("fiber"), b.to_storage("fiber")]
+        fns["tenalg-fiber-svd"] = partial(tt.round_sum, fib, eps=1e-8, max_rank=r)
+        if teneva is not None:
+            ta, tb = _arrays(a), _arrays(b)
+            fns["teneva"] = lambda: teneva.truncate(teneva.add(ta, tb), 1e-8, r)
+        return fns
+
+    return Workload(f"tt-round-sum2-d{d}-n{n}-r{r}", "tt", setup, compare=False,
+                    quick=d <= 10)
+
+
+def _round_sum_many(m, d, n, r):
+    """Round a sum of m random trains of rank r to rank r: fused sketches vs the block sum."""
+
+    def setup():
+        trains = [tt.random((n,) * d, r, rng=s) for s in range(m)]
+        fns = {"tenalg-svd": partial(tt.round_sum, trains, eps=1e-8, max_rank=r)}
+        for method in ("gram", "randomized"):
+            fns[f"tenalg-{method}"] = partial(tt.round_sum, trains, eps=1e-6, max_rank=r,
+                                              method=method, rng=0)
+        if teneva is not None:
+            arrays = [_arrays(t) for t in trains]
+
+            def teneva_sum():
+                total = arrays[0]
+                for x in arrays[1:]:
+                    total = teneva.add(total, x)
+                return teneva.truncate(total, 1e-8, r)
+
+            fns["teneva"] = teneva_sum
+        return fns
+
+    return Workload(f"tt-round-sum{m}-d{d}-n{n}-r{r}", "tt", setup, compare=False,
+                    quick=True)
+
+
+def _tt_svd(n, d, r):
+    """TT-SVD of the n**d dense tensor of a random rank-r train (ranks compared)."""
+
+    def setup():
+        dense = tt.random((n,) * d, r, rng=3).to_dense()
+        fns = {engine: (lambda s=storage: _ranks(
+            [c.array() for c in tt.from_dense(dense, 1e-10, storage=s).cores]))
+            for engine, storage in (("tenalg", "contiguous"), ("tenalg-fiber", "fiber"))}
+        if teneva is not None:
+            fns["teneva"] = lambda: _ranks(teneva.svd(dense, 1e-10))
+        return fns
+
+    return Workload(f"tt-svd-{n}^{d}-r{r}-f64", "tt", setup, quick=True)
+
+
+def _pack(count, d, n, r):
+    """A pack of ``count`` trains: add another pack, round back to rank r; against a loop.
+
+    The result is the norms of the rounded trains (compared: pack and loop run the same
+    algorithm; teneva, which sweeps the other way, is not among the compared engines).
+    """
+
+    def setup():
+        def trains(seed, storage="contiguous"):
+            return [tt.random((n,) * d, r, rng=seed * count + i, storage=storage)
+                    for i in range(count)]
+
+        a, b = trains(0), trains(1)
+
+        def pack(x, y):
+            s = tt.add(tt.TrainPack(x), tt.TrainPack(y))
+            s.round_(1e-8, max_rank=r)
+            return tt.norm(s)[0]
+
+        def loop():
+            out = []
+            for x, y in zip(a, b, strict=True):
+                s = tt.add(x, y)
+                tt.round_(s, 1e-8, max_rank=r)
+                out.append(tt.norm(s))
+            return np.array(out)
+
+        fns = {"tenalg": partial(pack, a, b), "loop": loop}
+        if count <= 1024:
+            fa, fb = trains(0, "fiber"), trains(1, "fiber")
+            fns["tenalg-fiber"] = partial(pack, fa, fb)
+        return fns
+
+    return Workload(f"tt-pack-{count}-d{d}-n{n}-r{r}-add-round", "tt", setup,
+                    quick=count <= 256)
+
+
+def _pack_teneva(count, d, n, r):
+    """The pack workload's loop in teneva (add + truncate per train) against the pack."""
+
+    def setup():
+        if teneva is None:
+            from .registry import Skip
+
+            raise Skip("teneva does not import")
+        a = [tt.random((n,) * d, r, rng=i) for i in range(count)]
+        b = [tt.random((n,) * d, r, rng=count + i) for i in range(count)]
+        arrays = [(_arrays(x), _arrays(y)) for x, y in zip(a, b, strict=True)]
+
+        def pack():
+            s = tt.add(tt.TrainPack(a), tt.TrainPack(b))
+            s.round_(1e-8, max_rank=r)
+            return s
+
+        return {"tenalg": pack,
+                "teneva": lambda: [teneva.truncate(teneva.add(x, y), 1e-8, r)
+                                   for x, y in arrays]}
+
+    return Workload(f"tt-pack-{count}-d{d}-n{n}-r{r}-add-round-teneva", "tt", setup,
+                    compare=False)
+
+
+def _delta_products(count, d, n):
+    """Sum of ``count`` delta trains, its Hadamard square and its entry sum: fiber storage
+    skips the zero fibers, contiguous storage multiplies them."""
+
+    def setup():
+        rng = np.random.default_rng(4)
+        points = rng.integers(0, n, size=(count, d))
+
+        def run(storage):
+            total = None
+            for p in points:
+                cores = [np.zeros((1, n, 1)) for _ in range(d)]
+                for c, i in zip(cores, p, strict=True):
+                    c[0, i, 0] = 1
+                x = tt.TensorTrain(cores, storage=storage)
+                total = x if total is None else tt.add(total, x)
+            return tt.sum(tt.hadamard(total, total))
+
+        return {"tenalg": partial(run, "contiguous"), "tenalg-fiber": partial(run, "fiber")}
+
+    return Workload(f"tt-delta{count}-d{d}-n{n}-sum-hadamard", "tt", setup, quick=True)
+
+
+def workloads():
+    """The tensor-train workloads of issue 5."""
+    return [
+        _round_sum2(20, 32, 30),
+        _round_sum2(10, 16, 10),
+        _round_sum_many(10, 10, 16, 10),
+        _tt_svd(4, 10, 8),
+        _pack(4096, 6, 16, 8),
+        _pack(256, 6, 16, 8),
+        _pack_teneva(4096, 6, 16, 8),
+        _delta_products(32, 6, 8),
+    ]
