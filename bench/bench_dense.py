@@ -105,11 +105,11 @@ def _sum(axis):
     }
 
 
-def _partial_trace(axis1, axis2, expression):
+def _partial_trace(axis1, axis2):
     return {
         "tenalg": lambda a: ta.partial_trace(a, [(axis1, axis2)]),
         "numpy": lambda a: np.trace(a, axis1=axis1, axis2=axis2),
-        "torch": lambda a: torch.einsum(expression, a),
+        "torch": lambda a: a.diagonal(0, axis1, axis2).sum(-1),  # as fast as torch.einsum or faster
     }
 
 
@@ -122,10 +122,10 @@ def workloads():
                limit="read", traffic=lambda a: reduction_bytes(np.diagonal(a), (0,)),
                quick=True),
         _dense("partial-trace-64x32x64x32-f64-02", [((64, 32, 64, 32), f64)],
-               _partial_trace(0, 2, "ijik->jk"), limit="read",
+               _partial_trace(0, 2), limit="read",
                traffic=lambda a: reduction_bytes(np.diagonal(a, 0, 0, 2), (2,)), quick=True),
         _dense("partial-trace-128x128x128x128-f32-13", [((128, 128, 128, 128), f32)],
-               _partial_trace(1, 3, "ijkj->ik"), limit="read",
+               _partial_trace(1, 3), limit="read",
                traffic=lambda a: reduction_bytes(np.diagonal(a, 0, 1, 3), (2,))),
         _dense("einsum-iij->j-2048x2048x8-f64", [((2048, 2048, 8), f64)],
                {"tenalg": partial(ta.einsum, "iij->j"), "numpy": partial(np.einsum, "iij->j"),

@@ -33,6 +33,7 @@ def machine():
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),  # 1, 5, 15 minutes: other processes' demand
         "python": platform.python_version(),
         "versions": versions,
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

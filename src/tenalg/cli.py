@@ -107,6 +107,9 @@ def _bench(args):
     machine_limits = {key: max(before[key], after[key]) for key in before}
     print(runner.format_limits(machine_limits))
     print(runner.format_table(results, machine_limits))
+    load, cores = os.getloadavg()[0], os.cpu_count()
+    print(f"load average {load:.2f} (last minute, this run included) on {cores} cores: "
+          "other processes slow the parallel engines most")
     os.makedirs(args.out, exist_ok=True)
     settings = {"quick": args.quick, "only": args.only, "group": args.group,
                 "repeat_time_s": budget}
