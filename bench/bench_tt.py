@@ -9,8 +9,12 @@ same algorithm (rounding methods legitimately differ at the truncation level).
 >>> names = [w.name for w in workloads()]
 >>> "tt-round-sum2-d20-n32-r30" in names and "tt-pack-4096-d6-n16-r8-add-round" in names
 True
+
+``python -m tenalg.bench.bench_tt`` prints the accuracy table of the rounding methods and
+teneva (:func:`accuracy`): time, relative error and ranks on the same inputs.
 """
 
+import time
 from functools import partial
 
 import numpy as np
@@ -190,3 +194,51 @@ def workloads():
         _pack_teneva(4096, 6, 16, 8),
         _delta_products(32, 6, 8),
     ]
+
+
+def _rounders(r):
+    """name -> function(summand trains) -> rounded TensorTrain; eps 1e-8, rank <= r if given."""
+    out = {m: partial(lambda trains, m: tt.round_sum(trains, eps=1e-8, max_rank=r, method=m,
+                                                     rng=0), m=m)
+           for m in tt.METHODS}
+    if teneva is not None:
+        def with_teneva(trains):
+            total = _arrays(trains[0])
+            for t in trains[1:]:
+                total = teneva.add(total, _arrays(t))
+            return tt.TensorTrain(teneva.truncate(total, 1e-8, 1e12 if r is None else r))
+
+        out["teneva"] = with_teneva
+    return out
+
+
+def accuracy(d=20, n=32, r=30):
+    """Rows (case, engine, seconds, relative error, max rank) of four roundings.
+
+    - "random": a + b for independent random trains (rank 2r), truncated to rank r;
+    - "near": a + (a + 1e-3 c) (rank 3r stored, close to rank r), truncated to rank r;
+    - "x+x": a + a, exactly rank r, with no rank cap (teneva's one-sided Gram keeps
+      extra ranks);
+    - "complex x+x": the same in complex128 (teneva does not conjugate).
+    """
+    a, b, c = (tt.random((n,) * d, r, rng=s) for s in (1, 2, 3))
+    small = 1e-3 * tt.norm(a) / tt.norm(c)
+    ac = tt.random((n,) * d, r, rng=4, dtype=np.complex128)
+    cases = {"random": ([a, b], r), "near": ([a, a + small * c], r), "x+x": ([a, a], None),
+             "complex x+x": ([ac, ac], None)}
+    rows = []
+    for case, (trains, cap) in cases.items():
+        exact = trains[0] + trains[1]
+        for engine, rounder in _rounders(cap).items():
+            start = time.perf_counter()
+            y = rounder(trains)
+            seconds = time.perf_counter() - start
+            rows.append((case, engine, seconds, float(tt.norm(y - exact) / tt.norm(exact)),
+                         max(y.ranks)))
+    return rows
+
+
+if __name__ == "__main__":
+    print(f"{'case':12} {'engine':11} {'time':>9} {'rel. error':>10} {'max rank':>8}")
+    for case, engine, seconds, error, rank in accuracy():
+        print(f"{case:12} {engine:11} {seconds * 1e3:7.1f}ms {error:10.2e} {rank:8d}")
