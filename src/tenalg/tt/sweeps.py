@@ -78,14 +78,15 @@ def orthogonalize_rl(cores):
     """
     cores = list(cores)
     logs = np.zeros(cores[0].shape[0])
-    gross = np.ones(cores[0].shape[0])
+    gross = frobenius(cores[0])
     for c in range(len(cores) - 1, 0, -1):
         g, l, n, r = cores[c].shape
         h = cores[c].reshape(g, l, n * r).conj().transpose(0, 2, 1)
         q, rt = np.linalg.qr(h)
         cores[c] = q.conj().transpose(0, 2, 1).reshape(g, q.shape[2], n, r)
         lf, logs = normalize(rt.conj().transpose(0, 2, 1), logs)
-        gross = frobenius(cores[c - 1]) * frobenius(lf)
+        if c == 1:
+            gross = frobenius(cores[0]) * frobenius(lf)
         cores[c - 1] = einsum("ganb,gbk->gank", cores[c - 1], lf)
     gross = _ratio(gross, frobenius(cores[0]))
     cores[0], logs = normalize(cores[0], logs)
