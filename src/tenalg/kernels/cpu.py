@@ -1,0 +1,647 @@
+"""Numba CPU kernels: blocked permutation, strided reduction, fused elementwise.
+
+Same interface as :mod:`tenalg.kernels.reference`: every argument is a strided view
+already shaped by the layout analysis (output first; for a reduction the input's
+trailing axes are the reduced ones).  Each array reaches Numba as a 1-D view of the
+memory it spans plus an element offset and element strides, so one compiled kernel
+serves every rank and layout; only the dtypes select a specialisation.  16-bit storage
+travels as uint16 bits: loads go through a 65536-entry float32 table, stores round to
+nearest even in :func:`_encode16`.
+
+>>> import numpy as np
+>>> from tenalg.descriptors import Unary
+>>> out = np.empty((3, 2))
+>>> permute(out, np.arange(6.0).reshape(2, 3).T, alpha=2, unary=Unary.IDENTITY,
+...         compute=np.dtype(np.float64))
+>>> out.tolist()
+[[0.0, 6.0], [2.0, 8.0], [4.0, 10.0]]
+"""
+
+import math
+
+import numpy as np
+from numba import get_num_threads, njit, prange, types
+from numba.extending import overload
+
+from ..descriptors import Binary, Reduce, Unary
+from ..dtypes import STORAGE_TYPES, bfloat16, float16, is_complex
+
+_JIT = {"cache": True, "fastmath": False, "error_model": "numpy", "nogil": True}
+_PARALLEL = {**_JIT, "parallel": True}
+
+# Unary codes (CONJUGATE becomes IDENTITY for real data in _unary_code).
+_UNARY = {u: k for k, u in enumerate(Unary)}
+_IDENTITY, _NEGATE, _ABS, _SQRT, _EXP, _LOG, _SIN, _COS, _TANH, _RELU, _RECIP, _CONJ = range(12)
+# Binary and reduction operators share codes: add/sum, mul/product, min, max.
+_OPS = {Binary.ADD: 0, Binary.MUL: 1, Binary.MIN: 2, Binary.MAX: 3,
+        Reduce.SUM: 0, Reduce.PRODUCT: 1, Reduce.MIN: 2, Reduce.MAX: 3}
+_IDENTITY_VALUE = (0.0, 1.0, math.inf, -math.inf)
+# 16-bit storage formats: (mantissa bits, exponent bias, quiet NaN bits).
+_FORMATS = {float16: 1, bfloat16: 2}
+_TABLES = {
+    dt: np.arange(65536, dtype=np.uint16).view(dt).astype(np.float32) for dt in _FORMATS
+}
+_NO_TABLE = np.zeros(1, np.float32)
+
+_ROW = 512     # elements per unit of the elementwise row kernel
+_CHUNK = 128   # row chunk summed pairwise by the reduction (NumPy's block size)
+_BLOCK = 16    # contributions accumulated naively before entering the cascade
+_LANES = 256   # outputs reduced side by side when the innermost axis is free
+_ROW_LANES = 16  # outputs reduced side by side when the innermost axis is reduced
+_MIN_ELEMENTS = 1 << 14  # below this NumPy's reference path has lower overhead
+
+
+# --------------------------------------------------------------------------------------
+# scalar helpers (compiled into every kernel)
+
+
+def _load(x, table):
+    """Storage value -> float (16-bit bits are decoded through ``table``)."""
+
+
+@overload(_load, jit_options=_JIT)
+def _load_impl(x, table):
+    if isinstance(x, types.Integer):
+        return lambda x, table: table[x]
+    return lambda x, table: x
+
+
+@njit(**_JIT)
+def _encode16(x, fmt):
+    """float64 -> float16 (fmt 1) or bfloat16 (fmt 2) bits, rounding to nearest even."""
+    man, bias = (10, 15) if fmt == 1 else (7, 127)
+    sign = 0x8000 if math.copysign(1.0, x) < 0 else 0
+    if x != x:
+        return np.uint16(sign | (0x7E00 if fmt == 1 else 0x7FC0))
+    a = abs(x)
+    if a >= (2.0 - 2.0 ** (-man - 1)) * 2.0**bias:
+        return np.uint16(sign | ((2 * bias + 1) << man))
+    if a < 2.0 ** (1 - bias):  # subnormal; rounding up to 2**man gives the smallest normal
+        return np.uint16(sign | int(np.rint(a * 2.0 ** (bias - 1 + man))))
+    m, e = math.frexp(a)
+    q = int(np.rint(m * 2.0 ** (man + 1)))
+    return np.uint16(sign | (((e - 1 + bias) << man) + q - (1 << man)))
+
+
+def _storage_value(out, v, fmt):
+    """v converted for storage in ``out`` (16-bit bits; real part for a real output)."""
+
+
+@overload(_storage_value, jit_options=_JIT)
+def _storage_value_impl(out, v, fmt):
+    real = v.underlying_float if isinstance(v, types.Complex) else v
+    if isinstance(out.dtype, types.Integer):
+        if real is v:
+            return lambda out, v, fmt: _encode16(np.float64(v), fmt)
+        return lambda out, v, fmt: _encode16(np.float64(v.real), fmt)
+    if real is not v and not isinstance(out.dtype, types.Complex):
+        return lambda out, v, fmt: v.real
+    return lambda out, v, fmt: v
+
+
+@njit(**_JIT)
+def _store_row(out, off, stride, buf, b0, bstride, n, fmt):
+    """out[off + i * stride] = buf[b0 + i * bstride] for i < n, converted to out's storage."""
+    if stride == 1:
+        for i in range(n):
+            out[off + i] = _storage_value(out, buf[b0 + i * bstride], fmt)
+    else:
+        for i in range(n):
+            out[off + i * stride] = _storage_value(out, buf[b0 + i * bstride], fmt)
+
+
+def _reciprocal(x):
+    """1 / x; complex as NumPy's reciprocal does it (Smith's division)."""
+
+
+@overload(_reciprocal, jit_options=_JIT)
+def _reciprocal_impl(x):
+    if not isinstance(x, types.Complex):
+        return lambda x: 1.0 / x
+
+    def impl(x):
+        if abs(x.imag) <= abs(x.real):
+            r = x.imag / x.real
+            d = x.real + x.imag * r
+            return complex(1.0 / d, -r / d)
+        r = x.real / x.imag
+        d = x.real * r + x.imag
+        return complex(r / d, -1.0 / d)
+
+    return impl
+
+
+def _relu(x):
+    """max(x, 0) propagating NaN; complex: x where x.real > 0, else 0 (as the reference)."""
+
+
+@overload(_relu, jit_options=_JIT)
+def _relu_impl(x):
+    zero = np.dtype(str(x)).type(0)
+    if isinstance(x, types.Complex):
+        return lambda x: x if x.real > 0 else zero
+    return lambda x: zero if x <= 0 else x
+
+
+@njit(**_JIT)
+def _unary(code, x):
+    """The unary transform ``code`` of one compute-type value."""
+    if code == _IDENTITY:
+        return x
+    if code == _NEGATE:
+        return -x
+    if code == _ABS:
+        return abs(x)
+    if code == _SQRT:
+        return np.sqrt(x)
+    if code == _EXP:
+        return np.exp(x)
+    if code == _LOG:
+        return np.log(x)
+    if code == _SIN:
+        return np.sin(x)
+    if code == _COS:
+        return np.cos(x)
+    if code == _TANH:
+        return np.tanh(x)
+    if code == _RELU:
+        return _relu(x)
+    if code == _RECIP:
+        return _reciprocal(x)
+    return np.conj(x)
+
+
+@njit(**_JIT)
+def _negative(x):
+    return math.copysign(1.0, x.real) < 0
+
+
+@njit(**_JIT)
+def _combine(op, x, y):
+    """add, mul, min, max (codes 0..3); min/max propagate NaN and order -0 below +0."""
+    if op == 0:
+        return x + y
+    if op == 1:
+        return x * y
+    if x != x:
+        return x
+    if y != y:
+        return y
+    if op == 2:
+        return y if (y.real < x.real or (y == x and _negative(y))) else x
+    return y if (y.real > x.real or (y == x and not _negative(y))) else x
+
+
+@njit(**_JIT)
+def _transform(buf, n, code, scale, alpha):
+    """buf[:n] = alpha * unary(buf[:n]) (the product only when ``scale``)."""
+    if code != _IDENTITY:
+        for i in range(n):
+            buf[i] = _unary(code, buf[i])
+    if scale:
+        for i in range(n):
+            buf[i] = alpha * buf[i]
+
+
+@njit(**_JIT)
+def _load_row(buf, n, x, off, stride, table, code, scale, alpha):
+    """buf[:n] = alpha * unary(x[off + i * stride]) in the compute type."""
+    if stride == 1 and code == _IDENTITY and not scale:  # the vectorisable cases first
+        for i in range(n):
+            buf[i] = _load(x[off + i], table)
+    elif stride == 1 and code == _IDENTITY:
+        for i in range(n):
+            buf[i] = alpha * _load(x[off + i], table)
+    else:
+        for i in range(n):
+            buf[i] = _load(x[off + i * stride], table)
+        _transform(buf, n, code, scale, alpha)
+
+
+@njit(**_JIT)
+def _accumulate(op, acc, buf, n):
+    """acc[:n] = op(acc[:n], buf[:n]); add and mul in their own (vectorisable) loops."""
+    if op == 0:
+        for i in range(n):
+            acc[i] += buf[i]
+    elif op == 1:
+        for i in range(n):
+            acc[i] *= buf[i]
+    else:
+        for i in range(n):
+            acc[i] = _combine(op, acc[i], buf[i])
+
+
+@njit(**_JIT)
+def _offsets(r, shape, strides, last, offs, result):
+    """result[k] = offs[k] + (offsets of flat index r over axes 0..last-1) for each array."""
+    for k in range(offs.shape[0]):
+        result[k] = offs[k]
+    for ax in range(last - 1, -1, -1):
+        i = r % shape[ax]
+        r //= shape[ax]
+        for k in range(offs.shape[0]):
+            result[k] += i * strides[k, ax]
+
+
+# --------------------------------------------------------------------------------------
+# elementwise rows (also the permutation whose innermost axis is shared)
+
+
+@njit(**_PARALLEL)
+def _rows_kernel(shape, offs, strides, out, a, ta, b, tb, c, tc, codes, scal):
+    """out = op_abc(op_ab(s0 u0(a), s1 u1(b)), s2 u2(c)) over rows of the last axis.
+
+    codes: [inputs, u0, u1, u2, op_ab, op_abc, fmt, scale0, scale1, scale2].
+    """
+    nd = shape.shape[0]
+    n = shape[nd - 1]
+    chunks = (n + _ROW - 1) // _ROW
+    outer = 1
+    for ax in range(nd - 1):
+        outer *= shape[ax]
+    for u in prange(outer * chunks):
+        base = np.empty(4, np.int64)
+        _offsets(u // chunks, shape, strides, nd - 1, offs, base)
+        i0 = (u % chunks) * _ROW
+        m = min(_ROW, n - i0)
+        buf = np.empty(m, scal.dtype)
+        _load_row(buf, m, a, base[1] + i0 * strides[1, nd - 1], strides[1, nd - 1], ta,
+                  codes[1], codes[7], scal[0])
+        if codes[0] >= 2:
+            tmp = np.empty(m, scal.dtype)
+            _load_row(tmp, m, b, base[2] + i0 * strides[2, nd - 1], strides[2, nd - 1], tb,
+                      codes[2], codes[8], scal[1])
+            _accumulate(codes[4], buf, tmp, m)
+            if codes[0] == 3:
+                _load_row(tmp, m, c, base[3] + i0 * strides[3, nd - 1], strides[3, nd - 1],
+                          tc, codes[3], codes[9], scal[2])
+                _accumulate(codes[5], buf, tmp, m)
+        _store_row(out, base[0] + i0 * strides[0, nd - 1], strides[0, nd - 1], buf, 0, 1, m,
+                   codes[6])
+
+
+# --------------------------------------------------------------------------------------
+# permutation: tiles over the output's fastest axis (last) and the input's (second last)
+
+
+@njit(**_PARALLEL)
+def _tiles_kernel(shape, offs, strides, out, a, ta, tile, code, scale, fmt, scal):
+    nd = shape.shape[0]
+    p, q = nd - 1, nd - 2
+    tp = (shape[p] + tile - 1) // tile
+    tq = (shape[q] + tile - 1) // tile
+    outer = 1
+    for ax in range(nd - 2):
+        outer *= shape[ax]
+    sop, soq, sap, saq = strides[0, p], strides[0, q], strides[1, p], strides[1, q]
+    for u in prange(outer * tp * tq):
+        base = np.empty(2, np.int64)
+        _offsets(u // (tp * tq), shape, strides, nd - 2, offs, base)
+        p0 = (u // tq % tp) * tile
+        q0 = (u % tq) * tile
+        mp = min(tile, shape[p] - p0)
+        mq = min(tile, shape[q] - q0)
+        buf = np.empty(mp * mq, scal.dtype)
+        src = base[1] + p0 * sap + q0 * saq
+        for i in range(mp):  # read rows along a's fastest axis q
+            _load_row(buf[i * mq:], mq, a, src + i * sap, saq, ta, _IDENTITY, False, scal[0])
+        _transform(buf, mp * mq, code, scale, scal[0])
+        dst = base[0] + p0 * sop + q0 * soq
+        for j in range(mq):  # write rows along out's fastest axis p (a column of buf)
+            _store_row(out, dst + j * soq, sop, buf, j, mq, mp, fmt)
+
+
+# --------------------------------------------------------------------------------------
+# reduction
+
+
+@njit(**_JIT)
+def _pairwise(buf, n, op, acc8):
+    """Reduce buf[:n] (n >= 1) with eight interleaved accumulators, as NumPy does."""
+    if n < 8:
+        r = buf[0]
+        for i in range(1, n):
+            r = _combine(op, r, buf[i])
+        return r
+    for k in range(8):
+        acc8[k] = buf[k]
+    n8 = n - n % 8
+    for i in range(8, n8, 8):
+        for k in range(8):
+            acc8[k] = _combine(op, acc8[k], buf[i + k])
+    r = _combine(op, _combine(op, _combine(op, acc8[0], acc8[1]), _combine(op, acc8[2], acc8[3])),
+                 _combine(op, _combine(op, acc8[4], acc8[5]), _combine(op, acc8[6], acc8[7])))
+    for i in range(n8, n):
+        r = _combine(op, r, buf[i])
+    return r
+
+
+@njit(**_JIT)
+def _push(stack, depth, count, acc, w, op):
+    """Push block ``acc`` on the pairwise cascade; merge equal-sized neighbours."""
+    for t in range(w):
+        stack[depth, t] = acc[t]
+    depth += 1
+    count += 1
+    k = count
+    while k % 2 == 0:
+        depth -= 1
+        for t in range(w):
+            stack[depth - 1, t] = _combine(op, stack[depth - 1, t], stack[depth, t])
+        k //= 2
+    return depth, count
+
+
+@njit(**_JIT)
+def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, code,
+                  walk_shape, walk_strides, s0, s1, ident, levels):
+    """res[:w] = op-reduction of steps s0..s1 for ``w`` lanes (outputs) side by side.
+
+    Step s is walk position s // chunks and row chunk s % chunks (chunks of _CHUNK
+    elements along the reduced row, each summed pairwise and pushed on the cascade; a row
+    of length 1 is one element per lane, and _BLOCK of those are added before a push).
+    """
+    chunks = max(1, (row_len + _CHUNK - 1) // _CHUNK)
+    block = _BLOCK if row_len == 1 else 1
+    nw = walk_shape.shape[0]
+    idx = np.zeros(nw, np.int64)
+    pos = s0 // chunks
+    off = a_off
+    for ax in range(nw - 1, -1, -1):
+        idx[ax] = pos % walk_shape[ax]
+        pos //= walk_shape[ax]
+        off += idx[ax] * walk_strides[ax]
+    acc = np.empty(w, res.dtype)
+    acc[:] = ident
+    stack = np.empty((levels, w), res.dtype)
+    buf = np.empty(max(w, min(row_len, _CHUNK)), res.dtype)
+    acc8 = np.empty(8, res.dtype)
+    depth = count = filled = 0
+    for s in range(s0, s1):
+        ch = s % chunks
+        if ch == 0 and s > s0:  # next walk position (odometer)
+            for ax in range(nw - 1, -1, -1):
+                idx[ax] += 1
+                off += walk_strides[ax]
+                if idx[ax] < walk_shape[ax]:
+                    break
+                off -= idx[ax] * walk_strides[ax]
+                idx[ax] = 0
+        if row_len == 1:
+            if op == 0 and code == _IDENTITY and lane_stride == 1:
+                for t in range(w):
+                    acc[t] += _load(a[off + t], ta)
+            else:
+                _load_row(buf, w, a, off, lane_stride, ta, code, False, acc[0])
+                _accumulate(op, acc, buf, w)
+        else:
+            m = min(_CHUNK, row_len - ch * _CHUNK)
+            for t in range(w):
+                _load_row(buf, m, a, off + t * lane_stride + ch * _CHUNK * row_stride,
+                          row_stride, ta, code, False, acc[0])
+                acc[t] = _combine(op, acc[t], _pairwise(buf, m, op, acc8))
+        filled += 1
+        if filled == block:
+            depth, count = _push(stack, depth, count, acc, w, op)
+            acc[:] = ident
+            filled = 0
+    if filled:
+        depth, count = _push(stack, depth, count, acc, w, op)
+    for t in range(w):
+        r = stack[depth - 1, t] if depth else acc[t]
+        for d in range(depth - 2, -1, -1):
+            r = _combine(op, stack[d, t], r)
+        res[t] = r
+
+
+@njit(**_JIT)
+def _finish(res, w, out, o, so, c, co, sc, tc, codes, scal):
+    """out[o + t*so] = alpha * res[t] + beta * unary_c(c[co + t*sc])."""
+    x = np.empty(1, res.dtype)
+    for t in range(w):
+        v = res[t]
+        if codes[3]:
+            v = scal[0] * v
+        if codes[4]:
+            x[0] = _load(c[co + t * sc], tc)
+            x[0] = _unary(codes[2], x[0])
+            v = v + scal[1] * x[0] if codes[5] else v + x[0]
+        out[o + t * so] = _storage_value(out, v, codes[6])
+
+
+@njit(**_PARALLEL)
+def _reduce_kernel(free_shape, offs, strides, lanes, lane_w, row_len, row_stride,
+                   walk_shape, walk_strides, nsplit, levels, out, c, tc, a, ta, codes, scal):
+    """Reduce a over (row, walk) for every free position; lane axis = last free axis.
+
+    offs/strides rows: out, c, a.  codes: [op, unary_a, unary_c, scale_alpha, use_c,
+    scale_beta, fmt].  With nsplit > 1 the steps of each output are split into nsplit
+    ranges reduced independently and combined at the end.
+    """
+    nf = free_shape.shape[0]
+    tiles = (lanes + lane_w - 1) // lane_w
+    outer = 1
+    for ax in range(nf - 1):
+        outer *= free_shape[ax]
+    units = outer * tiles
+    steps = (row_len + _CHUNK - 1) // _CHUNK
+    for ax in range(walk_shape.shape[0]):
+        steps *= walk_shape[ax]
+    op = codes[0]
+    ident = _IDENTITY_VALUE[op]
+    part = np.empty((nsplit, units if nsplit > 1 else 0, lane_w), scal.dtype)
+    for job in prange(units * nsplit):
+        u, k = job // nsplit, job % nsplit
+        base = np.empty(3, np.int64)
+        _offsets(u // tiles, free_shape, strides, nf - 1, offs, base)
+        t0 = (u % tiles) * lane_w
+        w = min(lane_w, lanes - t0)
+        res = np.empty(w, scal.dtype)
+        _reduce_lanes(res, w, op, a, base[2] + t0 * strides[2, nf - 1], strides[2, nf - 1],
+                      row_len, row_stride, ta, codes[1], walk_shape, walk_strides,
+                      steps * k // nsplit, steps * (k + 1) // nsplit, ident, levels)
+        if nsplit == 1:
+            _finish(res, w, out, base[0] + t0 * strides[0, nf - 1], strides[0, nf - 1],
+                    c, base[1] + t0 * strides[1, nf - 1], strides[1, nf - 1], tc, codes, scal)
+        else:
+            part[k, u, :w] = res
+    if nsplit > 1:  # only a few units: combine them serially
+        for u in range(units):
+            base = np.empty(3, np.int64)
+            _offsets(u // tiles, free_shape, strides, nf - 1, offs, base)
+            t0 = (u % tiles) * lane_w
+            w = min(lane_w, lanes - t0)
+            res = part[0, u, :w].copy()
+            for k in range(1, nsplit):
+                for t in range(w):
+                    res[t] = _combine(op, res[t], part[k, u, t])
+            _finish(res, w, out, base[0] + t0 * strides[0, nf - 1], strides[0, nf - 1],
+                    c, base[1] + t0 * strides[1, nf - 1], strides[1, nf - 1], tc, codes, scal)
+
+
+# --------------------------------------------------------------------------------------
+# Python side: flat views and layout choices
+
+
+def _flat(x, writeable=False):
+    """(memory, offset, strides, table): a 1-D view of the memory x spans and x's element
+    layout in it.  16-bit storage comes back as uint16 bits with its decoding table (else
+    a dummy).  Inputs are read-only views so that one specialisation serves all.
+    """
+    item = x.itemsize
+    strides = [s // item for s in x.strides]
+    corner = tuple(slice(e - 1, e) if s < 0 else slice(0, 1)
+                   for e, s in zip(x.shape, strides, strict=True))
+    lo = sum(s * (e - 1) for e, s in zip(x.shape, strides, strict=True) if s < 0)
+    hi = sum(s * (e - 1) for e, s in zip(x.shape, strides, strict=True) if s > 0)
+    start = x[corner] if x.ndim else x.reshape(1)
+    table = _TABLES.get(x.dtype, _NO_TABLE)
+    if x.dtype in _FORMATS:
+        start = start.view(np.uint16)
+    span = hi - lo + 1 if x.size else 0
+    memory = np.lib.stride_tricks.as_strided(start.reshape(-1)[: min(span, 1)], shape=(span,),
+                                             strides=(item,), writeable=writeable)
+    return memory, -lo, strides, table
+
+
+def _ceil_div(n, d):
+    return -(-n // d)
+
+
+def _fmt(x):
+    return _FORMATS.get(x.dtype, 0)
+
+
+def _unary_code(unary, compute):
+    code = _UNARY[Unary.coerce(unary)]
+    return _IDENTITY if code == _CONJ and not is_complex(compute) else code
+
+
+def _scalars(values, compute):
+    """Host scalars as an array of the compute type (a real type keeps the real part)."""
+    if is_complex(compute):
+        return np.array([complex(v) for v in values], compute)
+    return np.array([float(np.real(v)) for v in values], compute)
+
+
+def supports(kind, dtypes, ndim, elements):
+    """Whether the Numba kernels should run this problem (large enough, known dtypes).
+
+    >>> supports("reduction", (np.dtype(np.float32),) * 2, 2, 1 << 20)
+    True
+    """
+    known = kind in ("permutation", "reduction", "elementwise_binary", "elementwise_trinary")
+    return known and elements >= _MIN_ELEMENTS and all(np.dtype(d) in STORAGE_TYPES
+                                                       for d in dtypes)
+
+
+def _run_rows(out, inputs, unaries, ops, scalars, compute):
+    """The elementwise row kernel over out and 1..3 inputs (axes sorted by out's strides)."""
+    arrays = [out, *inputs]
+    order = sorted(range(out.ndim), key=lambda ax: [-abs(x.strides[ax]) for x in arrays])
+    shape = [out.shape[ax] for ax in order] or [1]
+    flats = [_flat(out, True)] + [_flat(x) for x in inputs]
+    offs = np.array([f[1] for f in flats] + [0] * (4 - len(flats)), np.int64)
+    strides = np.zeros((4, len(shape)), np.int64)
+    for k, f in enumerate(flats):
+        strides[k, : out.ndim] = [f[2][ax] for ax in order]
+    pad = flats[1:] + [flats[1]] * (4 - len(flats))
+    scal = _scalars(list(scalars) + [1] * (3 - len(scalars)), compute)
+    codes = np.array([len(inputs)] + [_unary_code(u, compute) for u in unaries]
+                     + [_IDENTITY] * (3 - len(unaries)) + [_OPS[o] for o in ops]
+                     + [0] * (2 - len(ops)) + [_fmt(out)] + [s != 1 for s in scal], np.int64)
+    _rows_kernel(np.array(shape, np.int64), offs, strides, flats[0][0], pad[0][0], pad[0][3],
+                 pad[1][0], pad[1][3], pad[2][0], pad[2][3], codes, scal)
+
+
+def permute(out, a, *, alpha, unary, compute):
+    """out[...] = cast(alpha * unary(a)); blocked over out's and a's fastest axes.
+
+    >>> out = np.empty((2, 2), np.float32)
+    >>> permute(out, np.eye(2), alpha=1, unary="negate", compute=np.dtype(np.float64))
+    >>> out.tolist()
+    [[-1.0, -0.0], [-0.0, -1.0]]
+    """
+    if out.size == 0:
+        return
+    axes = [ax for ax in range(out.ndim) if out.shape[ax] > 1]
+    fast_out = min(axes, key=lambda ax: abs(out.strides[ax]), default=None)
+    fast_a = min(axes, key=lambda ax: (abs(a.strides[ax]) or math.inf, ax), default=None)
+    if fast_out == fast_a or a.strides[fast_a] == 0:
+        _run_rows(out, (a,), (unary,), (), (alpha,), compute)
+        return
+    rest = sorted((ax for ax in axes if ax not in (fast_out, fast_a)),
+                  key=lambda ax: -abs(out.strides[ax]))
+    order = rest + [fast_a, fast_out]
+    (om, oo, os_, _), (am, ao, as_, ta) = _flat(out, True), _flat(a)
+    strides = np.array([[os_[ax] for ax in order], [as_[ax] for ax in order]], np.int64)
+    scal = _scalars([alpha], compute)
+    tile = max(16, 256 // np.dtype(compute).itemsize)
+    _tiles_kernel(np.array([out.shape[ax] for ax in order], np.int64),
+                  np.array([oo, ao], np.int64), strides, om, am, ta, tile,
+                  _unary_code(unary, compute), scal[0] != 1, _fmt(out), scal)
+
+
+def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
+    """out = cast(alpha * R(unary_a(a)) + beta * unary_c(c)); a's trailing axes reduced.
+
+    >>> out = np.empty(2)
+    >>> reduce(out, np.arange(6.0).reshape(2, 3), op="sum", alpha=1, beta=0, c=None,
+    ...        unary_a="identity", unary_c="identity", compute=np.dtype(np.float64))
+    >>> out.tolist()
+    [3.0, 12.0]
+    """
+    if out.size == 0:
+        return
+    k = out.ndim
+    use_c = c is not None and beta != 0
+    c = c if use_c else out
+    free = [ax for ax in range(k) if a.shape[ax] > 1]
+    red = [ax for ax in range(k, a.ndim) if a.shape[ax] != 1]
+    lane = min(free, key=lambda ax: abs(a.strides[ax]), default=None)
+    row = min(red, key=lambda ax: abs(a.strides[ax]), default=None)
+    (om, oo, os_, _), (cm, co, cs, tc), (am, ao, as_, ta) = _flat(out, True), _flat(c), _flat(a)
+    if row is not None and (lane is None or abs(a.strides[row]) < abs(a.strides[lane])):
+        row_len, row_stride = a.shape[row], as_[row]
+        red.remove(row)
+    else:
+        row_len, row_stride = 1, 0
+    walk = sorted(red, key=lambda ax: -abs(a.strides[ax]))
+    rest = sorted((ax for ax in free if ax != lane), key=lambda ax: -abs(a.strides[ax]))
+    order = rest + ([lane] if lane is not None else [])
+    strides = np.array([[x[ax] for ax in order] or [0] for x in (os_, cs, as_)], np.int64)
+    free_shape = [a.shape[ax] for ax in order] or [1]
+    lanes = free_shape[-1]
+    lane_w = min(lanes, _LANES if row_len == 1 else _ROW_LANES)
+    units = math.prod(free_shape[:-1]) * _ceil_div(lanes, lane_w)
+    steps = math.prod(a.shape[ax] for ax in walk) * _ceil_div(row_len, _CHUNK)
+    threads = get_num_threads()
+    work = steps * lane_w * min(row_len, _CHUNK)
+    nsplit = max(1, min(steps, 2 * threads // units, work // (1 << 15)))
+    blocks = _ceil_div(_ceil_div(steps, nsplit), _BLOCK if row_len == 1 else 1)
+    levels = blocks.bit_length() + 1
+    scal = _scalars([alpha, beta], compute)
+    codes = np.array([_OPS[Reduce.coerce(op)], _unary_code(unary_a, compute),
+                      _unary_code(unary_c, compute), scal[0] != 1, use_c, scal[1] != 1,
+                      _fmt(out)], np.int64)
+    _reduce_kernel(np.array(free_shape, np.int64), np.array([oo, co, ao], np.int64), strides,
+                   lanes, lane_w, row_len, row_stride,
+                   np.array([a.shape[ax] for ax in walk], np.int64),
+                   np.array([as_[ax] for ax in walk], np.int64), nsplit, levels,
+                   om, cm, tc, am, ta, codes, scal)
+
+
+def elementwise(out, inputs, *, unaries, op_ab, op_abc, scalars, compute):
+    """out = cast(op_abc(op_ab(alpha ua(a), beta ub(b)), gamma uc(c))), one fused pass.
+
+    >>> out = np.empty(3)
+    >>> elementwise(out, (np.ones(3), np.arange(3.0)), unaries=("identity",) * 2,
+    ...             op_ab="add", op_abc=None, scalars=(2, 3), compute=np.dtype(np.float64))
+    >>> out.tolist()
+    [2.0, 5.0, 8.0]
+    """
+    if out.size == 0:
+        return
+    ops = [Binary.coerce(op_ab)] + ([Binary.coerce(op_abc)] if len(inputs) == 3 else [])
+    _run_rows(out, tuple(inputs), tuple(unaries), ops, scalars, compute)

@@ -1,0 +1,298 @@
+"""The Numba CPU kernels against NumPy (the reference twins and math.fsum).
+
+Layouts are drawn by hypothesis: random extents (0 and 1 included), axis orders, steps
+(negative included), stride-0 broadcasts and synthetic diagonal views.  Arithmetic in the
+same order as NumPy's must agree exactly; sums agree with math.fsum to a bound.
+"""
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tenalg.descriptors import Binary, Reduce, Unary
+from tenalg.dtypes import compute_type
+from tenalg.kernels import cpu, reference
+
+F16, BF16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+C64, C128 = np.dtype(np.complex64), np.dtype(np.complex128)
+SAME = [F16, BF16, F32, F64, C64, C128]
+MIXED = [(F16, F32), (BF16, F64), (F32, C64)]  # (input, output) pairs
+EXACT_UNARIES = [Unary.IDENTITY, Unary.NEGATE, Unary.ABS, Unary.SQRT, Unary.RELU,
+                 Unary.RECIPROCAL, Unary.CONJUGATE]
+SETTINGS = settings(max_examples=40, deadline=None)
+
+
+def values(rng, shape, dtype):
+    x = rng.standard_normal(shape) * 4
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+@st.composite
+def strided(draw, shape, dtype, output=False):
+    """An array of ``shape``: random axis order and steps; inputs may also be broadcast
+    along an axis or be a synthetic diagonal of a larger array."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    ndim = len(shape)
+    kind = "plain" if output or not ndim else draw(st.sampled_from(["plain"] * 3 + ["bcast",
+                                                                                  "diag"]))
+    if kind == "bcast":
+        ax = draw(st.integers(0, ndim - 1))
+        small = draw(strided(tuple(1 if k == ax else e for k, e in enumerate(shape)), dtype))
+        return np.broadcast_to(small, shape)
+    if kind == "diag":
+        ax = draw(st.integers(0, ndim - 1))
+        base = draw(strided(shape + (shape[ax],), dtype))
+        return np.moveaxis(np.diagonal(base, axis1=ax, axis2=ndim), -1, ax)
+    if not ndim:
+        return np.array(values(rng, (), dtype))
+    steps = [draw(st.sampled_from([1, 1, 2, -1, -2])) for _ in range(ndim)]
+    order = draw(st.permutations(range(ndim)))
+    base = values(rng, [shape[ax] * abs(steps[ax]) + 1 for ax in order], dtype)
+    view = base[tuple(slice(None, None, steps[ax]) for ax in order)]
+    view = view[tuple(slice(0, shape[ax]) for ax in order)]
+    return view.transpose(np.argsort(order))
+
+
+shapes = st.lists(st.sampled_from([0, 1, 1, 2, 3, 5, 7]), min_size=0, max_size=4).map(tuple)
+dtype_pairs = st.sampled_from([(d, d) for d in SAME] + MIXED)
+
+
+def compute_for(*dtypes):
+    return compute_type(dtypes)
+
+
+def assert_same(got, want, exact=True):
+    """Equal values (NaN equal to NaN); ``exact=False`` allows a few units in the last place."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if exact:
+        g = got.astype(np.complex128 if got.dtype.kind == "c" else np.float64)
+        w = want.astype(g.dtype)
+        same = (g == w) | (np.isnan(g) & np.isnan(w))
+        assert same.all(), f"{g[~same][:5]} != {w[~same][:5]}"
+    else:
+        rtol = 2e-2 if got.dtype.itemsize == 2 else 1e-5 if got.dtype in (F32, C64) else 1e-13
+        np.testing.assert_allclose(got.astype(np.complex128), want.astype(np.complex128),
+                                   rtol=rtol, atol=rtol * 1e-3, equal_nan=True)
+
+
+def empty_like_layout(draw, shape, dtype):
+    """An output of ``shape`` in a random (non-overlapping) layout, filled with garbage."""
+    out = draw(strided(shape, dtype, output=True))
+    out[...] = np.asarray(np.nan).astype(dtype)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# conversions
+
+
+def test_16bit_stores_round_like_numpy():
+    rng = np.random.default_rng(1)
+    bits = rng.integers(0, 2**32, 20000, dtype=np.uint64).astype(np.uint32)
+    x32 = np.concatenate([bits.view(np.float32), [np.inf, -np.inf, np.nan, 0.0, -0.0,
+                                                  65504.0, 65520.0, 65519.99, 2.0**-25,
+                                                  3 * 2.0**-26, 2.0**-24 * 1.5]]).astype(F32)
+    x64 = np.concatenate([x32.astype(F64) * (1 + 2.0**-30), rng.standard_normal(5000) * 1e-5])
+    for x in (x32, x64):
+        x = x[np.isfinite(x) | np.isnan(x) | np.isinf(x)]
+        for dt in (F16, BF16):
+            out = np.empty(x.shape, dt)
+            with np.errstate(all="ignore"):
+                want = x.astype(dt)
+            cpu.permute(out, x, alpha=1, unary=Unary.IDENTITY, compute=x.dtype)
+            assert_same(out, want)
+
+
+def test_16bit_loads_are_exact():
+    every = np.arange(65536, dtype=np.uint16)
+    for dt in (F16, BF16):
+        x = every.view(dt)
+        out = np.empty(x.shape, F32)
+        cpu.permute(out, x, alpha=1, unary=Unary.IDENTITY, compute=F32)
+        assert_same(out, x.astype(F32))
+
+
+# --------------------------------------------------------------------------------------
+# permutation
+
+
+@SETTINGS
+@given(st.data(), shapes, dtype_pairs, st.sampled_from(list(Unary)),
+       st.sampled_from([1, 2, -0.5]))
+def test_permute_matches_reference(data, shape, dtypes, unary, alpha):
+    a = data.draw(strided(shape, dtypes[0]))
+    out = empty_like_layout(data.draw, shape, dtypes[1])
+    want = np.empty(shape, dtypes[1])
+    compute = compute_for(*dtypes)
+    reference.permute(want, a, alpha=alpha, unary=unary, compute=compute)
+    cpu.permute(out, a, alpha=alpha, unary=unary, compute=compute)
+    assert_same(out, want, exact=unary in EXACT_UNARIES and dtypes[0].kind != "c")
+
+
+@pytest.mark.parametrize("dtype", [F32, F64, C128, F16])
+@pytest.mark.parametrize("axes", [(1, 0), (3, 1, 0, 2), (2, 0, 1)])
+def test_permute_tiles(dtype, axes):
+    """Extents that are not multiples of the tile, on both tiled axes."""
+    shape = (70, 45, 3, 33)[: len(axes)]
+    a = values(np.random.default_rng(0), shape, dtype)
+    view = a.transpose(axes)
+    out = np.empty(view.shape, dtype)
+    cpu.permute(out, view, alpha=3, unary=Unary.NEGATE, compute=compute_for(dtype))
+    assert_same(out, (-3 * view.astype(compute_for(dtype))).astype(dtype))
+
+
+# --------------------------------------------------------------------------------------
+# elementwise
+
+
+@SETTINGS
+@given(st.data(), shapes, dtype_pairs, st.integers(2, 3), st.sampled_from(list(Binary)),
+       st.sampled_from(list(Binary)), st.lists(st.sampled_from(list(Unary)), min_size=3,
+                                               max_size=3),
+       st.sampled_from([(1, 1, 1), (2, -3, 0.5), (0.5, 1, 0)]))
+def test_elementwise_matches_reference(data, shape, dtypes, n, op_ab, op_abc, unaries, scalars):
+    complex_ = dtypes[1].kind == "c" or dtypes[0].kind == "c"
+    if complex_ and (Binary.MIN in (op_ab, op_abc) or Binary.MAX in (op_ab, op_abc)):
+        op_ab = op_abc = Binary.ADD  # the plan rejects min/max of complex data
+    kinds = [dtypes[0], dtypes[1], dtypes[0]][:n]
+    inputs = tuple(data.draw(strided(shape, dt)) for dt in kinds)
+    out = empty_like_layout(data.draw, shape, dtypes[1])
+    want = np.empty(shape, dtypes[1])
+    compute = compute_for(*kinds, dtypes[1])
+    kw = dict(unaries=tuple(unaries[:n]), op_ab=op_ab, op_abc=op_abc, scalars=scalars[:n],
+              compute=compute)
+    reference.elementwise(want, inputs, **kw)
+    cpu.elementwise(out, inputs, **kw)
+    exact = not complex_ and all(u in EXACT_UNARIES for u in unaries[:n])
+    assert_same(out, want, exact=exact)
+
+
+def test_elementwise_min_max_nan_and_signed_zero():
+    a = np.array([np.nan, 1.0, 0.0, -0.0, 2.0, -np.inf])
+    b = np.array([1.0, np.nan, -0.0, 0.0, np.inf, 3.0])
+    for op in (Binary.MIN, Binary.MAX):
+        out, want = np.empty(6), np.empty(6)
+        kw = dict(unaries=(Unary.IDENTITY,) * 2, op_ab=op, op_abc=None, scalars=(1, 1),
+                  compute=F64)
+        cpu.elementwise(out, (a, b), **kw)
+        reference.elementwise(want, (a, b), **kw)
+        assert_same(out, want)
+        assert np.array_equal(np.signbit(out), np.signbit(want))
+
+
+def test_trinary_broadcast_row():
+    rng = np.random.default_rng(2)
+    a, c = values(rng, (300, 700), F32), values(rng, (300, 700), F32)
+    b = np.broadcast_to(values(rng, (1, 700), F32), a.shape)
+    out = np.empty_like(a)
+    cpu.elementwise(out, (a, b, c), unaries=(Unary.IDENTITY,) * 3, op_ab=Binary.ADD,
+                    op_abc=Binary.ADD, scalars=(2, 3, 0.5), compute=F32)
+    assert_same(out, (np.float32(2) * a + np.float32(3) * b) + np.float32(0.5) * c)
+
+
+# --------------------------------------------------------------------------------------
+# reduction
+
+
+def split_shape(draw, shape):
+    k = draw(st.integers(0, len(shape)))
+    return shape[:k], shape[k:]
+
+
+@SETTINGS
+@given(st.data(), shapes, dtype_pairs, st.sampled_from(list(Reduce)),
+       st.sampled_from(list(Unary)), st.sampled_from([(1, 0), (2, 0), (1, 1), (-1, 0.5)]),
+       st.booleans())
+def test_reduce_matches_reference(data, shape, dtypes, op, unary, scalars, nan_c):
+    complex_ = dtypes[0].kind == "c" or dtypes[1].kind == "c"
+    if complex_ and op in (Reduce.MIN, Reduce.MAX):
+        op = Reduce.SUM
+    free, _ = split_shape(data.draw, shape)
+    a = data.draw(strided(shape, dtypes[0]))
+    alpha, beta = scalars
+    c = data.draw(strided(free, dtypes[1]))
+    if beta == 0 and nan_c:
+        c = np.full(free, np.nan, dtypes[1])  # never read when beta == 0
+    out = empty_like_layout(data.draw, free, dtypes[1])
+    want = np.empty(free, dtypes[1])
+    compute = compute_for(dtypes[0], dtypes[1])
+    kw = dict(op=op, alpha=alpha, beta=beta, c=c, unary_a=unary, unary_c=Unary.NEGATE,
+              compute=compute)
+    reference.reduce(want, a, **kw)
+    cpu.reduce(out, a, **kw)
+    exact = op in (Reduce.MIN, Reduce.MAX) and unary in EXACT_UNARIES
+    assert_same(out, want, exact=exact)
+    if beta == 0 and nan_c and op is Reduce.SUM and unary is Unary.IDENTITY:
+        assert not np.isnan(out).any()
+
+
+def fsum_bound(x, axes):
+    """(exact sums by math.fsum, sums of |x|) over ``axes`` of a float64 array."""
+    moved = np.moveaxis(x, axes, range(-len(axes), 0))
+    flat = moved.reshape(moved.shape[: x.ndim - len(axes)] + (-1,))
+    exact = np.array([math.fsum(r) for r in flat.reshape(-1, flat.shape[-1])])
+    return exact.reshape(flat.shape[:-1]), np.abs(flat).sum(-1)
+
+
+@pytest.mark.parametrize(
+    "shape, axes, view",
+    [
+        ((1_000_003,), (0,), None),             # full reduction: split into partial sums
+        ((3, 50_000), (1,), None),              # few outputs, long rows
+        ((40, 300, 9), (1,), None),             # lanes along the contiguous free axis
+        ((64, 40, 300), (0, 2), None),          # inner reduced rows, lanes of outputs
+        ((70, 300), (0,), "T"),                 # transposed input
+        ((600, 600), (0,), "diag"),             # trace: one strided diagonal axis
+    ],
+)
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_sum_accuracy_against_fsum(shape, axes, view, dtype):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(shape) * np.exp(rng.uniform(-3, 3, shape))).astype(dtype)
+    if view == "T":
+        x = np.ascontiguousarray(x.T).T
+    if view == "diag":
+        x = np.diagonal(x)
+    free = [ax for ax in range(x.ndim) if ax not in axes]
+    a = x.transpose(free + list(axes))
+    out = np.empty([x.shape[ax] for ax in free], dtype)
+    cpu.reduce(out, a, op=Reduce.SUM, alpha=1, beta=0, c=None, unary_a=Unary.IDENTITY,
+               unary_c=Unary.IDENTITY, compute=dtype)
+    exact, mag = fsum_bound(x.astype(F64), axes)
+    eps = np.finfo(dtype).eps
+    n = math.prod(x.shape[ax] for ax in axes)
+    err = np.abs(out.astype(F64) - exact)
+    assert (err <= (math.log2(n) + 4) * eps * mag + eps * np.abs(exact)).all()  # pairwise
+
+
+@pytest.mark.parametrize("op, ident", [(Reduce.SUM, 0.0), (Reduce.PRODUCT, 1.0),
+                                       (Reduce.MIN, np.inf), (Reduce.MAX, -np.inf)])
+def test_empty_reduction_gives_identity(op, ident):
+    out = np.empty(3)
+    cpu.reduce(out, np.empty((3, 0)), op=op, alpha=1, beta=0, c=None, unary_a=Unary.IDENTITY,
+               unary_c=Unary.IDENTITY, compute=F64)
+    assert_same(out, np.full(3, ident))
+
+
+@pytest.mark.parametrize("op", [Reduce.MIN, Reduce.MAX])
+def test_min_max_propagate_nan(op):
+    x = np.arange(3000.0).reshape(3, 1000)
+    x[1, 777] = np.nan
+    out = np.empty(3)
+    cpu.reduce(out, x, op=op, alpha=1, beta=0, c=None, unary_a=Unary.IDENTITY,
+               unary_c=Unary.IDENTITY, compute=F64)
+    assert np.isnan(out[1]) and not np.isnan(out[[0, 2]]).any()
+
+
+def test_supports_small_problems_stay_on_reference():
+    assert not cpu.supports("reduction", (F64, F64), 2, 64)
+    assert cpu.supports("permutation", (F32, F32), 2, 1 << 22)
+    assert not cpu.supports("contraction", (F32, F32, F32), 2, 1 << 22)
