@@ -59,6 +59,7 @@ def result_record(result, limits):
         "bytes": w.bytes,
         "flops": w.flops,
         "check": result.check,
+        "wall_s": result.seconds,
         "errors": result.errors,
         "engines": engines,
         "speedup": result.speedups() if result.times else {},

@@ -16,12 +16,13 @@ compared with every other engine (the baselines): speed-up = baseline time / ten
 
 import statistics
 import sys
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .registry import Skip, Workload
-from .timing import measure
+from .timing import MIN_ROUNDS, measure
 
 # Relative tolerance of the cross-engine check, by the reference result's dtype.
 RTOL = {2: 1e-2, 4: 1e-4, 8: 1e-8, 16: 1e-8}
@@ -36,6 +37,7 @@ class Result:
     errors: dict[str, str] = field(default_factory=dict)  # engine -> what it raised
     check: str = "not compared"  # "ok", "not compared", "mismatch: ...", "skipped: ...",
     #                              "setup failed: ..."
+    seconds: float = 0.0  # wall time of the whole workload: setup, warm-up, check, timing
 
     def median(self, engine):
         return statistics.median(self.times[engine])
@@ -91,8 +93,16 @@ class Progress:
         self.stream.flush()
 
 
-def run_workload(workload, budget):
-    """Set up, warm up, check and time one workload; ``budget`` seconds per engine."""
+def run_workload(workload, budget, min_rounds=MIN_ROUNDS):
+    """Set up, warm up, check and time one workload; ``budget`` seconds per engine and at
+    least ``min_rounds`` timed batches each."""
+    start = time.perf_counter()
+    result = _run_workload(workload, budget, min_rounds)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _run_workload(workload, budget, min_rounds):
     result = Result(workload)
     try:
         fns = workload.setup()
@@ -112,7 +122,7 @@ def run_workload(workload, budget):
     if workload.compare and len(outputs) > 1:
         result.check = compare(outputs)
     del outputs
-    result.times = measure(fns, budget) if fns else {}
+    result.times = measure(fns, budget, min_rounds) if fns else {}
     return result
 
 
@@ -154,14 +164,14 @@ def _widened(value):
     return array.astype(np.complex128 if array.dtype.kind == "c" else np.float64)
 
 
-def run(workloads, budget, progress=True, stream=None):
+def run(workloads, budget, min_rounds=MIN_ROUNDS, progress=True, stream=None):
     """Run every workload in turn (progress bar on stderr); a list of :class:`Result`."""
     bar = Progress(len(workloads), stream) if progress else None
     results = []
     for workload in workloads:
         if bar:
             bar.step(workload.name)
-        results.append(run_workload(workload, budget))
+        results.append(run_workload(workload, budget, min_rounds))
     if bar:
         bar.done()
     return results

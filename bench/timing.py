@@ -15,11 +15,13 @@ MIN_ROUNDS = 3
 
 
 def batch_size(fn, min_batch=MIN_BATCH):
-    """Calls per batch so that one batch takes at least ``min_batch`` seconds."""
+    """Calls per batch so that one batch takes at least ``min_batch`` seconds, and the
+    per-call time of that first long-enough batch (a sample like any other)."""
     number = 1
     while True:
-        if time_batch(fn, number) * number >= min_batch or number >= 1 << 20:
-            return number
+        seconds = time_batch(fn, number)
+        if seconds * number >= min_batch or number >= 1 << 20:
+            return number, seconds
         number *= 4
 
 
@@ -32,14 +34,17 @@ def time_batch(fn, number):
 
 
 def measure(fns, budget, min_rounds=MIN_ROUNDS, max_rounds=1000):
-    """Per-call times of each function, in rounds, until ``budget`` seconds per function.
+    """Per-call times of each function, in rounds, until ``budget`` seconds per function
+    and at least ``min_rounds`` samples each (the batch-size calibration is the first).
 
     Each function must be warmed up already (compiled, caches filled) by the caller.
     """
-    numbers = {name: batch_size(fn) for name, fn in fns.items()}
-    times = {name: [] for name in fns}
+    numbers, times = {}, {}
+    for name, fn in fns.items():
+        numbers[name], first = batch_size(fn)
+        times[name] = [first]
     deadline = time.perf_counter() + budget * len(fns)
-    for rounds in range(max_rounds):
+    for rounds in range(1, max_rounds):
         if rounds >= min_rounds and time.perf_counter() > deadline:
             break
         for name, fn in fns.items():

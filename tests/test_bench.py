@@ -99,8 +99,14 @@ def test_measure_interleaves_rounds_and_counts_calls():
 
 
 def test_batch_size_grows_for_fast_functions():
-    assert timing.batch_size(lambda: None, min_batch=1e-4) > 1
-    assert timing.batch_size(lambda: None, min_batch=0.0) == 1
+    number, seconds = timing.batch_size(lambda: None, min_batch=1e-4)
+    assert number > 1 and number * seconds >= 1e-4
+    assert timing.batch_size(lambda: None, min_batch=0.0)[0] == 1
+
+
+def test_measure_takes_at_least_one_sample_each():
+    times = timing.measure({"a": lambda: None, "b": lambda: None}, budget=0.0, min_rounds=1)
+    assert len(times["a"]) == len(times["b"]) == 1
 
 
 # -- runner ------------------------------------------------------------------------------

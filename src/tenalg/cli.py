@@ -102,7 +102,9 @@ def _bench(args):
     # The limits are measured before and after the workloads; each keeps its better value,
     # so that a burst of load from other processes lowers it less.
     before = limits.measure_limits(quick=args.quick, budget=min(budget, 0.5))
-    results = runner.run(chosen, budget, progress=not args.no_progress)
+    # quick: a slow engine is timed once (after its warm-up); else at least 3 times
+    results = runner.run(chosen, budget, min_rounds=1 if args.quick else 3,
+                         progress=not args.no_progress)
     after = limits.measure_limits(quick=args.quick, budget=min(budget, 0.5))
     machine_limits = {key: max(before[key], after[key]) for key in before}
     print(runner.format_limits(machine_limits))
