@@ -116,11 +116,22 @@ def write_chart(path, results, limits):
 
 
 def _grouped_bars(axes, x, series):
-    """One bar per series at each x where it has a value; a legend naming the series."""
-    width = 0.8 / max(len(series), 1)
-    for k, (label, values) in enumerate(series.items()):
-        at = sorted(values)
-        axes.bar(x[at] + (k - (len(series) - 1) / 2) * width, [values[i] for i in at],
-                 width, label=label)
-    if series:
-        axes.legend(fontsize=8)
+    """At each x, one bar per series that has a value there, centred; a colour per series
+    (the same in every group) and a legend naming them."""
+    colours = dict(zip(series, _palette(len(series)), strict=True))
+    for k in range(len(x)):
+        present = [label for label, values in series.items() if k in values]
+        width = 0.8 / max(len(present), 1)
+        for j, label in enumerate(present):
+            axes.bar(x[k] + (j - (len(present) - 1) / 2) * width, series[label][k], width,
+                     color=colours[label])
+    handles = [axes.bar([0], [0], 0, color=colours[label], label=label) for label in series]
+    if handles:
+        axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
+def _palette(n):
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(k % cmap.N) for k in range(n)]
