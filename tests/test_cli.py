@@ -57,6 +57,16 @@ def test_bench_one_workload_end_to_end(tmp_path, capsys):
     assert (tmp_path / "bench-results.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_bench_without_matplotlib_still_writes_the_json(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails
+    status = main(["bench", "--quick", "--only", "small-sum-8x8-f64-axis1", "--out",
+                   str(tmp_path), "--repeat-time", "0.01", "--no-progress"])
+    assert status == 0
+    assert "no chart: matplotlib is missing" in capsys.readouterr().out
+    assert (tmp_path / "bench-results.json").exists()
+    assert not (tmp_path / "bench-results.png").exists()
+
+
 def test_bench_list_and_no_match(capsys):
     assert main(["bench", "--list", "--group", "dense", "--quick"]) == 0
     listed = capsys.readouterr().out.splitlines()

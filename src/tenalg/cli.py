@@ -118,6 +118,10 @@ def _bench(args):
     json_path = os.path.join(args.out, "bench-results.json")
     png_path = os.path.join(args.out, "bench-results.png")
     report.write_json(json_path, results, machine_limits, settings)
-    report.write_chart(png_path, results, machine_limits)
+    try:
+        report.write_chart(png_path, results, machine_limits)
+    except ImportError:
+        print(f"wrote {json_path}; no chart: matplotlib is missing (pip install 'tenalg[bench]')")
+        return 0
     print(f"wrote {json_path} and {png_path}")
     return 0
