@@ -1,0 +1,498 @@
+"""Contractions: ``D = alpha * sum op(A) op(B) + beta * op(C)`` lowered to batched GEMM.
+
+:class:`ContractionKernel` is what a :class:`~tenalg.plan.Plan` runs for the kinds
+"contraction" and "sum_product".  For two operands it classifies every mode (batch,
+free in A, free in B, contracted, summed in one operand only, broadcast-only in the
+output), fuses each group into one matrix axis where the strides allow, and calls
+``np.matmul`` in the compute type.  An operand is copied (by a permutation or reduction
+plan, converting 16-bit storage to float32 on the way) only when its strides cannot form
+a matrix, its dtype is not the compute type, or a unary transform must be applied; the
+group orders are chosen so that the fewest bytes move.  The product goes straight into
+the output when its layout is a valid GEMM destination, else through a buffer and one
+fused epilogue pass.  A sum_product runs pairwise along an opt_einsum path.
+
+>>> import numpy as np, tenalg as ta
+>>> a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+>>> op = ta.Operation.contraction(ta.Operand(a, "ik"), ta.Operand(b, "kj"), out_modes="ij")
+>>> bool(np.allclose(ta.Plan(op).execute(a, b), a @ b))
+True
+"""
+
+import itertools
+import math
+
+import numpy as np
+import opt_einsum
+
+from .descriptors import Operand, TensorDescriptor, Unary
+from .dtypes import is_complex
+from .operations import Operation
+
+_LINEAR = (Unary.IDENTITY, Unary.CONJUGATE)
+
+
+def fold(operand):
+    """``{mode: stride}`` of an operand: repeated modes merged, extent-1 modes dropped.
+
+    >>> d = TensorDescriptor((3, 1, 3), (4, 3, 1), np.float64)
+    >>> fold(Operand(d, "iji"))
+    {'i': 5}
+    """
+    strides = {}
+    for mode, extent, stride in zip(operand.modes, operand.descriptor.extents,
+                                    operand.descriptor.strides, strict=True):
+        if extent != 1:
+            strides[mode] = strides.get(mode, 0) + stride
+    return strides
+
+
+def fused(strides, extents, order):
+    """(extent, stride) of the modes ``order`` (outer first) fused into one axis, or None.
+
+    >>> fused({"i": 4, "j": 1}, {"i": 3, "j": 4}, ("i", "j"))
+    (12, 1)
+    >>> fused({"i": 1, "j": 3}, {"i": 3, "j": 4}, ("i", "j")) is None
+    True
+    """
+    if not order:
+        return 1, 1
+    extent, stride = extents[order[-1]], strides[order[-1]]
+    for inner, outer in itertools.pairwise(order[::-1]):
+        if strides[outer] != strides[inner] * extents[inner]:
+            return None
+        extent *= extents[outer]
+    return extent, stride
+
+
+def blasable(rows, cols):
+    """True when two fused axes ``(extent, stride)`` form a BLAS matrix (either order).
+
+    >>> blasable((4, 8), (8, 1)), blasable((4, 1), (8, 4)), blasable((4, 2), (8, 2))
+    (True, True, False)
+    """
+    (m, sm), (n, sn) = rows, cols
+    if m <= 1 and n <= 1:
+        return True
+    if m <= 1:
+        return sn == 1 or n <= 1
+    if n <= 1:
+        return sm == 1
+    return (sn == 1 and sm >= n) or (sm == 1 and sn >= m)
+
+
+def natural_order(strides, group):
+    """The modes of ``group`` sorted outer first by the operand's strides."""
+    return tuple(sorted(group, key=lambda m: (-abs(strides[m]), str(m))))
+
+
+def matrix(strides, extents, rows, cols):
+    """The fused (rows, cols) axes of a layout when they make a BLAS matrix, else None."""
+    r, c = fused(strides, extents, rows), fused(strides, extents, cols)
+    if r is None or c is None or r[1] < 0 or c[1] < 0 or not blasable(r, c):
+        return None
+    return r, c
+
+
+class Viewer:
+    """Views arrays of one layout as ``groups`` of modes fused into axes (no copy).
+
+    ``modes``/``extents``/``strides`` describe the array; each group is a tuple of its
+    folded modes, outer first, that fuse.  Plain arrays go through indexing, transpose
+    and reshape (cheap); arrays with repeated modes (diagonals) through ``as_strided``.
+    """
+
+    def __init__(self, modes, extents, strides, itemsize, groups):
+        folded = fold(Operand(TensorDescriptor(extents, strides, np.float64), modes))
+        self.shape = tuple(math.prod(extents_of(modes, extents)[m] for m in g) for g in groups)
+        self.byte_strides = tuple(folded[g[-1]] * itemsize if g else itemsize for g in groups)
+        self.strided = len(set(modes)) != len(modes)
+        kept = [m for m, e in zip(modes, extents, strict=True) if e != 1]
+        self.index = tuple(0 if e == 1 else slice(None) for e in extents) if 1 in extents else None
+        order = tuple(kept.index(m) for g in groups for m in g) if not self.strided else ()
+        self.perm = None if order == tuple(range(len(kept))) else order
+
+    def __call__(self, array):
+        if self.strided:
+            return np.lib.stride_tricks.as_strided(array, self.shape, self.byte_strides)
+        x = array if self.index is None else array[self.index]
+        if self.perm is not None:
+            x = x.transpose(self.perm)
+        return x if x.shape == self.shape else x.reshape(self.shape)
+
+
+def extents_of(modes, extents):
+    return dict(zip(modes, extents, strict=True))
+
+
+def _viewer(operand, groups):
+    d = operand.descriptor
+    return Viewer(operand.modes, d.extents, d.strides, d.dtype.itemsize, groups)
+
+
+class _Side:
+    """How one operand reaches the GEMM: a view of the array, or a copy plan."""
+
+    def __init__(self, operand, compute, batch, summed, extents):
+        self.operand, self.strides, self.extents = operand, fold(operand), extents
+        self.batch, self.summed, self.compute = batch, summed, compute
+        real = not is_complex(compute)
+        self.unary = Unary.IDENTITY if real and operand.unary is Unary.CONJUGATE else operand.unary
+        self.conjugate = self.unary is Unary.CONJUGATE
+        self.elements = math.prod(extents[m] for m in self.strides)
+        self.fold_view = _viewer(operand, tuple((m,) for m in self.strides))
+        if operand.dtype != compute:
+            self.forced = f"converts {operand.dtype} to {compute}"
+        elif summed:
+            self.forced = "sums its own modes first"
+        elif self.unary not in _LINEAR:
+            self.forced = f"applies {self.unary.value}"
+        else:
+            self.forced = None
+
+    def reason(self, rows, cols):
+        """Why this side must be copied with these group orders (None: it need not)."""
+        if self.forced:
+            return self.forced
+        return None if matrix(self.strides, self.extents, rows, cols) else "cannot form a matrix"
+
+    def finish(self, rows, cols, unary, alpha):
+        """Fix the orders; build the copy plan (applying ``unary``, times alpha) if needed."""
+        from .plan import Plan
+
+        self.copy = self.reason(rows, cols)
+        self.alpha = alpha
+        groups = tuple((m,) for m in self.batch) + (rows, cols)
+        self.shape = tuple(math.prod(self.extents[m] for m in g) for g in groups)
+        if self.copy is None:
+            self.view, self.plan = _viewer(self.operand, groups), None
+            return
+        folded = tuple(self.strides)
+        self.view = self.fold_view
+        source = Operand(TensorDescriptor([self.extents[m] for m in folded],
+                                          [self.strides[m] for m in folded],
+                                          self.operand.dtype), folded, unary)
+        target = dict(out=self.compute, out_modes=self.batch + rows + cols, order="C",
+                      compute=self.compute)
+        if self.summed:
+            self.plan = Plan(Operation.reduction(source, **target))
+        else:
+            self.plan = Plan(Operation.permutation(source, **target))
+
+    def prepare(self, array, alpha):
+        """The operand as a ``(*batch, rows, cols)`` array in the compute type."""
+        if self.plan is None:
+            return self.view(array)
+        x = self.plan.execute(self.view(array), alpha=alpha if self.alpha else 1)
+        return x.reshape(self.shape)
+
+
+class ContractionKernel:
+    """Executes a contraction or sum_product Operation (see the module docstring)."""
+
+    def __init__(self, operation):
+        self.operation = operation
+        if operation.kind == "sum_product":
+            self._impl = Chain(
+                operation.inputs, operation.out_modes, path_of(operation, "auto"),
+                out=operation.output, addend=operation.addend, compute=operation.compute,
+                make=ContractionKernel,
+            )
+        else:
+            self._impl = Pairwise(operation)
+
+    def run(self, out, arrays, c, alpha, beta):
+        """out = alpha * contraction(arrays) + beta * op(c); c is unread when beta == 0."""
+        self._impl.run(out, arrays, c, alpha, beta)
+
+    def explain(self):
+        """Lines describing the lowering (GEMM shape, copies, FLOPs, bytes)."""
+        return self._impl.explain()
+
+
+class Pairwise:
+    """One contraction of two operands, lowered to np.matmul."""
+
+    def __init__(self, op):
+        self.op = op
+        extents = op.extents
+        a, b = op.inputs
+        sa, sb, sd = fold(a), fold(b), fold(Operand(op.output, op.out_modes))
+        self.out_strides = sd
+        batch = tuple(m for m in sd if m in sa and m in sb)
+        free_a = {m for m in sa if m in sd and m not in sb}
+        free_b = {m for m in sb if m in sd and m not in sa}
+        inner = {m for m in sa if m in sb and m not in sd}
+        self.groups = {
+            "batch": batch, "free A": free_a, "free B": free_b, "contracted": inner,
+            "summed in A": {m for m in sa if m not in sb and m not in sd},
+            "summed in B": {m for m in sb if m not in sa and m not in sd},
+            "broadcast": {m for m in sd if m not in sa and m not in sb},
+        }
+        self.empty = op.output.elements == 0
+        self.zero = any(extents[m] == 0 for m in (*sa, *sb))
+        self.a = _Side(a, op.compute, batch, self.groups["summed in A"], extents)
+        self.b = _Side(b, op.compute, batch, self.groups["summed in B"], extents)
+        self.batch_size, self.m, self.n, self.k = (
+            math.prod(extents[m] for m in g) for g in (batch, free_a, free_b, inner))
+        # Batched dots and Hadamard products make 1x1 GEMMs: a direct kernel serves them.
+        self.direct = self.m == 1 and self.n == 1 and self.batch_size > 1
+        self._choose(sa, sb, sd, free_a, free_b, inner)
+        self._epilogues = {}
+
+    # -- analysis -----------------------------------------------------------------------
+    def _out_matrix(self, rows, cols):
+        """The output's fused (rows, cols) axes if GEMM may write there directly."""
+        op = self.op
+        if (op.output.dtype != op.compute or self.groups["broadcast"] or self.zero
+                or self.direct):
+            return None
+        return matrix(self.out_strides, op.extents, rows, cols)
+
+    def _choose(self, sa, sb, sd, free_a, free_b, inner):
+        """Group orders that copy the fewest bytes; conjugation and alpha placement."""
+        item = np.dtype(self.op.compute).itemsize
+
+        def candidates(group, *layouts):
+            return sorted({natural_order(s, group) for s in layouts})
+
+        best = None
+        for rows, cols, ks in itertools.product(candidates(free_a, sa, sd),
+                                                candidates(free_b, sb, sd),
+                                                candidates(inner, sa, sb)):
+            cost = sum(side.elements * item for side, r, c in ((self.a, rows, ks),
+                                                               (self.b, ks, cols))
+                       if side.reason(r, c))
+            if self._out_matrix(rows, cols) is None:
+                cost += 2 * self.op.output.elements * item
+            if best is None or cost < best[0]:
+                best = (cost, rows, cols, ks)
+        _, rows, cols, ks = best
+        sides = ((self.a, rows, ks), (self.b, ks, cols))
+        kept = [s for s, r, c in sides if not s.reason(r, c)]
+        if len({s.conjugate for s in kept}) > 1 or (
+            any(s.conjugate for s in kept)
+            and any(s.unary not in _LINEAR for s, r, c in sides if s.reason(r, c))
+        ):
+            # conj(A) B needs conj on one side: copy the smaller of the uncopied sides
+            smaller = min(kept, key=lambda s: s.elements if s.conjugate else math.inf)
+            smaller.forced = "applies conjugate"
+            kept.remove(smaller)
+        # conj(A) conj(B) = conj(A B): when the uncopied sides are conjugated, so is D.
+        self.conj_result = bool(kept) and kept[0].conjugate and not self.direct
+        copied = [s for s, r, c in sides if s.reason(r, c)]
+        fold_alpha = min(copied, key=lambda s: s.elements) if copied else None
+        for side, r, c in sides:
+            unary = side.unary
+            if self.conj_result:
+                unary = Unary.IDENTITY if unary is Unary.CONJUGATE else Unary.CONJUGATE
+            side.finish(r, c, unary, side is fold_alpha)
+        self.alpha_folded = fold_alpha is not None
+        self.rows, self.cols, self.ks = rows, cols, ks
+        self.buffer_modes = self.groups["batch"] + rows + cols
+        self.buffer_shape = tuple(self.op.extents[x] for x in self.buffer_modes)
+        self.out_matrix = self._out_matrix(rows, cols)
+        if self.out_matrix is not None:
+            (_, _), (n, sn) = self.out_matrix
+            self.swap = n > 1 and sn != 1  # D is column-major: compute D^T = B^T A^T
+            groups = tuple((m,) for m in self.groups["batch"]) + (rows, cols)
+            self.out_view = _viewer(Operand(self.op.output, self.op.out_modes), groups)
+
+    # -- execution ----------------------------------------------------------------------
+    def run(self, out, arrays, c, alpha, beta):
+        if self.empty:
+            return
+        if self.zero or self.direct:
+            t = (np.zeros(self.buffer_shape, self.op.compute) if self.zero
+                 else self._direct(arrays))
+            self._epilogue(out, t, c, alpha, beta)
+            return
+        scale = np.conj(alpha) if self.conj_result else alpha
+        a = self.a.prepare(arrays[0], scale)
+        b = self.b.prepare(arrays[1], scale)
+        if self.out_matrix is not None and beta == 0:
+            d = self.out_view(out)
+            if self.swap:
+                np.matmul(b.swapaxes(-1, -2), a.swapaxes(-1, -2), out=d.swapaxes(-1, -2))
+            else:
+                np.matmul(a, b, out=d)
+            if self.conj_result:
+                np.conjugate(d, out=d)
+            if alpha != 1 and not self.alpha_folded:
+                np.multiply(d, alpha, out=d)
+            return
+        t = np.matmul(a, b)
+        if self.conj_result:
+            np.conjugate(t, out=t)
+        self._epilogue(out, t.reshape(self.buffer_shape), c,
+                       1 if self.alpha_folded else alpha, beta)
+
+    def _direct(self, arrays):
+        """A strided sum of products over the folded views (np.einsum, no BLAS)."""
+        from .kernels.reference import load
+
+        labels = {m: k for k, m in enumerate(self.op.extents)}
+        args = []
+        for side, array in ((self.a, arrays[0]), (self.b, arrays[1])):
+            x = side.fold_view(array)
+            if x.dtype != self.op.compute or side.unary is not Unary.IDENTITY:
+                x = load(x, side.unary, self.op.compute)
+            args += [x, [labels[m] for m in side.strides]]
+        return np.einsum(*args, [labels[m] for m in self.buffer_modes], optimize=False)
+
+    def _epilogue(self, out, t, c, alpha, beta):
+        """out = alpha * t + beta * op(C) in one pass (permuting, broadcasting, casting)."""
+        key = (beta != 0, t.dtype)
+        plan = self._epilogues.get(key)
+        if plan is None:
+            plan = self._epilogues[key] = self._epilogue_plan(*key)
+        if key[0]:
+            plan.execute_into(out, np.ascontiguousarray(t), c, alpha=alpha, beta=beta)
+        else:
+            plan.execute_into(out, np.ascontiguousarray(t), alpha=alpha)
+
+    def _epilogue_plan(self, with_c, dtype):
+        from .plan import Plan
+
+        op = self.op
+        source = Operand(TensorDescriptor.contiguous(self.buffer_shape, dtype), self.buffer_modes)
+        if with_c:
+            operation = Operation.elementwise_binary(
+                source, op.addend, out=op.output, out_modes=op.out_modes, op="add",
+                compute=op.compute)
+        else:
+            operation = Operation.permutation(source, out=op.output, out_modes=op.out_modes,
+                                              compute=op.compute)
+        return Plan(operation)
+
+    # -- explanation --------------------------------------------------------------------
+    def explain(self):
+        g = self.groups
+        lines = ["modes: " + "; ".join(f"{name} {_names(ms)}" for name, ms in g.items() if ms)]
+        if self.direct:
+            lines.append(f"kernel: direct strided sum of products (batch={self.batch_size})")
+        else:
+            lines.append(f"kernel: GEMM m={self.m} n={self.n} k={self.k} "
+                         f"batch={self.batch_size} (np.matmul, {self.op.compute})"
+                         + (", conjugated result" if self.conj_result else ""))
+        copies = [f"{name} ({side.copy})" for name, side in (("A", self.a), ("B", self.b))
+                  if side.plan is not None]
+        lines.append("copies: " + (", ".join(copies) if copies else "none"))
+        lines.append("output: " + ("written directly by the GEMM" if self.out_matrix
+                                   else "through a buffer and one epilogue pass"))
+        lines.append(f"FLOPs: {flops(self.op):.3g}, bytes: {traffic(self.op):.3g}")
+        return lines
+
+
+def _names(modes):
+    return " ".join(str(m) for m in modes) if modes else "-"
+
+
+def flops(op):
+    """FLOPs of a contraction: 2 per real multiply-add, 8 per complex one."""
+    modes = set(op.out_modes).union(*(x.modes for x in op.inputs))
+    per = 8 if is_complex(op.compute) else 2
+    return per * math.prod(op.extents[m] for m in modes)
+
+
+def traffic(op):
+    """Bytes read and written at least once: every input and the output."""
+    parts = [x.descriptor for x in op.inputs] + [op.output]
+    return float(sum(d.elements * d.dtype.itemsize for d in parts))
+
+
+# -- n factors: a pairwise chain along a path --------------------------------------------
+def path_of(operation, optimize):
+    """An opt_einsum path for the factors of a sum_product ``operation``."""
+    return find_path([x.modes for x in operation.inputs], operation.out_modes,
+                     operation.extents, optimize)
+
+
+def find_path(modes, out_modes, extents, optimize):
+    """A contraction path (list of position tuples, opt_einsum's format) for the factors.
+
+    ``optimize``: "auto", "greedy", "optimal", "dp", "branch-*", True ("auto"),
+    False (left to right), an explicit path, or an opt_einsum ``PathOptimizer``.
+
+    >>> find_path(["ij", "jk", "kl"], "il", dict(i=100, j=2, k=100, l=2), "optimal")
+    [(1, 2), (0, 1)]
+    """
+    if len(modes) == 1:
+        return [(0,)]
+    if optimize is False:
+        return [(0, 1)] * (len(modes) - 1)
+    if isinstance(optimize, list | tuple):
+        return [tuple(step) for step in optimize]
+    symbols = {}
+    for m in itertools.chain(*modes, out_modes):
+        symbols.setdefault(m, opt_einsum.get_symbol(len(symbols)))
+    expression = ",".join("".join(symbols[m] for m in ms) for ms in modes)
+    expression += "->" + "".join(symbols[m] for m in out_modes)
+    shapes = [tuple(extents[m] for m in ms) for ms in modes]
+    path, _ = opt_einsum.contract_path(expression, *shapes, shapes=True,
+                                       optimize="auto" if optimize is True else optimize)
+    return [tuple(step) for step in path]
+
+
+class Chain:
+    """Pairwise contractions along ``path``; intermediates in the compute type.
+
+    ``make(operation)`` builds what runs one step (a ContractionKernel, or a Plan for
+    einsum); the last step writes ``out`` (a descriptor or dtype) with the addend.
+    """
+
+    def __init__(self, operands, out_modes, path, *, out, addend, compute, make, order="K"):
+        current = list(operands)
+        self.steps = []
+        self.one = np.ones((), compute)
+        for k, pair in enumerate(path):
+            picked = [current[p] for p in sorted(pair)]
+            for p in sorted(pair, reverse=True):
+                del current[p]
+            last = k == len(path) - 1
+            if len(picked) == 1:
+                picked.append(Operand(TensorDescriptor((), (), compute), ()))
+            if len(picked) != 2:
+                raise ValueError(f"path step {pair} does not contract two operands")
+            if last:
+                operation = Operation.contraction(*picked, addend, out=out, order=order,
+                                                  out_modes=out_modes, compute=compute)
+            else:
+                later = set(out_modes).union(*(x.modes for x in current))
+                modes = tuple(dict.fromkeys(m for x in picked for m in x.modes if m in later))
+                operation = Operation.contraction(*picked, out=compute, out_modes=modes,
+                                                  compute=compute)
+                current.append(Operand(operation.output, modes))
+            self.steps.append((tuple(sorted(pair)), make(operation), operation))
+        from .plan import allocator
+
+        self._allocate = [allocator(operation.output) for _, _, operation in self.steps]
+        self.path = [pair for pair, _, _ in self.steps]
+
+    def run(self, out, arrays, c, alpha, beta):
+        arrays = list(arrays)
+        for k, (pair, runner, _) in enumerate(self.steps):
+            picked = [arrays[p] for p in pair]
+            for p in reversed(pair):
+                del arrays[p]
+            if len(picked) == 1:
+                picked.append(self.one)
+            if k == len(self.steps) - 1:
+                runner.run(out, picked, c, alpha, beta)
+            else:
+                result = self._allocate[k]()
+                runner.run(result, picked, None, 1, 0)
+                arrays.append(result)
+
+    def explain(self):
+        lines = [f"path: {self.path}"]
+        for k, (pair, runner, operation) in enumerate(self.steps):
+            ins = " * ".join(_modes(x.modes) for x in operation.inputs)
+            lines.append(f"step {k}: {pair} {ins} -> {_modes(operation.out_modes)}")
+            lines.extend("  " + line for line in runner.explain())
+        return lines
+
+
+def _modes(modes):
+    if all(isinstance(m, str) and len(m) == 1 for m in modes):
+        return "".join(modes) or "(scalar)"
+    return str(modes)

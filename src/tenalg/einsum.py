@@ -1,0 +1,460 @@
+"""einsum: NumPy's grammar, planned once, executed pairwise through contraction plans.
+
+``einsum(subscripts, *operands)`` accepts NumPy's forms: ``"ik,kj->ij"``, implicit
+output (``"ij,jk"``: ellipsis axes first, then the labels used once, sorted), ellipses
+broadcast right-aligned, repeated labels read diagonals, empty terms take scalars
+(``",ij->ij"``), and the interleaved form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``.
+Matching labels need equal extents or extent 1.  A single operand that NumPy answers with
+a view (a transpose, a diagonal) gives a read-only view; other single-operand expressions
+run as one reduction or permutation plan; several operands contract pairwise along an
+opt_einsum path.  :func:`einsum_plan` does the analysis once; :func:`einsum` keeps the
+plans in a thread-safe LRU cache keyed by expression, layouts and options.
+
+>>> import numpy as np
+>>> a = np.arange(6.0).reshape(2, 3)
+>>> einsum("ij,kj->ik", a, a).tolist()
+[[5.0, 14.0], [14.0, 50.0]]
+>>> plan = einsum_plan("ii->", np.ones((3, 3)))
+>>> float(plan(np.eye(3)))
+3.0
+"""
+
+import collections
+import string
+import threading
+
+import numpy as np
+
+from .contraction import Chain, ContractionKernel, find_path
+from .descriptors import Operand, TensorDescriptor
+from .dtypes import compute_type, result_type, storage_type
+from .errors import (
+    AliasError,
+    DescriptorError,
+    ExpressionError,
+    InputCountError,
+    InputMismatchError,
+    OperationError,
+    OutputMismatchError,
+)
+from .operations import Operation
+from .views import strided_view
+
+LABELS = string.ascii_letters
+OPTIMIZERS = ("auto", "greedy", "optimal", "dp", "branch-all", "branch-2", "branch-1",
+              "random-greedy", "random-greedy-128", "auto-hq", True, False)
+
+
+def ellipsis_label(k):
+    """The mode label of the k-th ellipsis axis counted from the right (k = 0 is last)."""
+    return ("...", k)
+
+
+class Parsed:
+    """A parsed expression: input terms (label tuples), output labels, positions."""
+
+    def __init__(self, expression, terms, starts, output, explicit):
+        self.expression, self.terms, self.starts = expression, terms, starts
+        self.output, self.explicit = output, explicit
+
+
+def _scan_term(expression, start, stop):
+    """Labels of one term (``"..."`` marks the ellipsis) from ``expression[start:stop]``."""
+    labels, k = [], start
+    while k < stop:
+        ch = expression[k]
+        if ch.isspace():
+            k += 1
+        elif ch in LABELS:
+            labels.append(ch)
+            k += 1
+        elif ch == ".":
+            if expression[k:k + 3] != "..." or k + 3 > stop:
+                raise ExpressionError("an ellipsis is three dots", expression, k)
+            if "..." in labels:
+                raise ExpressionError("a term has at most one ellipsis", expression, k)
+            labels.append("...")
+            k += 3
+        else:
+            what = "an arrow is '->'" if ch in "->" else f"invalid character {ch!r}"
+            raise ExpressionError(what, expression, k)
+    return labels
+
+
+def parse(expression):
+    """Split ``expression`` into terms and the output (None for implicit output).
+
+    >>> p = parse("ij, jk -> ik")
+    >>> p.terms, p.output
+    ([['i', 'j'], ['j', 'k']], ['i', 'k'])
+    """
+    if not isinstance(expression, str):
+        raise ExpressionError(f"subscripts must be a string, got {type(expression).__name__}")
+    arrow = expression.find("->")
+    if arrow >= 0 and expression.find("->", arrow + 2) >= 0:
+        raise ExpressionError("more than one '->'", expression, expression.find("->", arrow + 2))
+    left_end = arrow if arrow >= 0 else len(expression)
+    terms, starts, start = [], [], 0
+    while True:
+        comma = expression.find(",", start, left_end)
+        stop = left_end if comma < 0 else comma
+        terms.append(_scan_term(expression, start, stop))
+        starts.append(start)
+        if comma < 0:
+            break
+        start = comma + 1
+    output = None
+    if arrow >= 0:
+        out_start = arrow + 2
+        if "," in expression[out_start:]:
+            position = expression.index(",", out_start)
+            raise ExpressionError("the output is a single term", expression, position)
+        output = _scan_term(expression, out_start, len(expression))
+        seen = set()
+        for label in output:
+            if label in seen:
+                raise ExpressionError(f"output label {label!r} appears twice", expression,
+                                      _position(expression, out_start, label, 2))
+            seen.add(label)
+            if label != "..." and not any(label in t for t in terms):
+                raise ExpressionError(f"output label {label!r} is in no input", expression,
+                                      _position(expression, out_start, label, 1))
+    return Parsed(expression, terms, starts, output, arrow >= 0)
+
+
+def _position(expression, start, label, nth):
+    """Position of the ``nth`` occurrence of ``label`` at or after ``start``."""
+    k = start - 1
+    for _ in range(nth):
+        k = expression.index(label, k + 1)
+    return k
+
+
+def interleaved(args):
+    """NumPy's interleaved form ``(a, [0, 1], b, [1, 2], [0, 2])`` as (expression, operands).
+
+    Labels are ints 0-51 (0-25 read as 'A'-'Z', 26-51 as 'a'-'z') or ``Ellipsis``.
+
+    >>> interleaved((1.0, [0, 1], 2.0, [1, 26], [0, 26]))[0]
+    'AB,Ba->Aa'
+    """
+    args = list(args)
+    output = args.pop() if len(args) % 2 == 1 else None
+    operands, terms = args[0::2], args[1::2]
+
+    def term(sublist, where):
+        try:
+            items = list(sublist)
+        except TypeError as exc:
+            raise ExpressionError(f"{where}: expected a list of labels, got {sublist!r}") from exc
+        text = ""
+        for item in items:
+            if item is Ellipsis:
+                text += "..."
+            elif isinstance(item, int | np.integer) and not isinstance(item, bool) and (
+                    0 <= item < 52):
+                text += (string.ascii_uppercase + string.ascii_lowercase)[item]
+            else:
+                raise ExpressionError(f"{where}: label {item!r} is not an int in [0, 52) "
+                                      "or Ellipsis")
+        return text
+
+    expression = ",".join(term(t, f"sublist {k}") for k, t in enumerate(terms))
+    if output is not None:
+        expression += "->" + term(output, "output sublist")
+    return expression, operands
+
+
+def bind(parsed, shapes):
+    """Mode tuples of every operand and of the output, ellipses expanded.
+
+    Checks each term against its operand's rank and repeated labels' extents.
+    """
+    expression = parsed.expression
+    if len(parsed.terms) != len(shapes):
+        raise InputCountError(f"{expression!r} has {len(parsed.terms)} terms but "
+                              f"{len(shapes)} operands were given")
+    modes, widest = [], 0
+    for k, (term, shape, start) in enumerate(zip(parsed.terms, shapes, parsed.starts,
+                                                 strict=True)):
+        named = len(term) - term.count("...")
+        if len(shape) < named or ("..." not in term and len(shape) != named):
+            raise ExpressionError(f"term {k} names {named} axes but operand {k} has rank "
+                                  f"{len(shape)}", expression, start)
+        width = len(shape) - named
+        widest = max(widest, width)
+        expanded = []
+        for label in term:
+            if label == "...":
+                expanded.extend(ellipsis_label(width - 1 - j) for j in range(width))
+            else:
+                expanded.append(label)
+        seen = {}
+        for label, extent in zip(expanded, shape, strict=True):
+            if seen.get(label, extent) != extent:
+                raise ExpressionError(
+                    f"label {label!r} repeats in term {k} with extents {seen[label]} and "
+                    f"{extent}", expression, _position(expression, start, label, 2))
+            seen[label] = extent
+        modes.append(tuple(expanded))
+    dots = tuple(ellipsis_label(widest - 1 - j) for j in range(widest))
+    if parsed.output is None:
+        counts = collections.Counter(m for ms in modes for m in ms if isinstance(m, str))
+        out = dots + tuple(sorted(m for m, n in counts.items() if n == 1))
+    else:
+        out = []
+        for label in parsed.output:
+            out.extend(dots if label == "..." else (label,))
+        out = tuple(out)
+    return modes, out
+
+
+def _as_array(x, k):
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, int | float | complex | np.number) and not isinstance(x, bool):
+        return np.asarray(x, np.complex128 if isinstance(x, complex | np.complexfloating)
+                          else np.float64)
+    raise DescriptorError(f"operand {k}: expected a numpy.ndarray or a number, "
+                          f"got {type(x).__name__}")
+
+
+def _descriptor(x, k):
+    if isinstance(x, TensorDescriptor):
+        return x
+    return TensorDescriptor.from_array(_as_array(x, k), f"operand {k}")
+
+
+def _byte_layout(d):
+    return (d.extents, tuple(s * d.dtype.itemsize for s in d.strides), d.dtype)
+
+
+def _is_view(modes, out):
+    """True when one operand's expression is a pure relabelling (transpose / diagonal)."""
+    return set(modes) == set(out)
+
+
+class EinsumPlan:
+    """A planned einsum: parse, path and every pairwise contraction plan, done once.
+
+    ``plan(*arrays, out=None)`` runs it on arrays of the planned layouts;
+    ``plan.explain()`` describes the path and each step.
+
+    >>> import numpy as np
+    >>> x = np.ones((2, 3))
+    >>> plan = EinsumPlan("ij,jk,kl->il", x, x.T, x)
+    >>> plan(x, x.T, x).tolist()
+    [[6.0, 6.0, 6.0], [6.0, 6.0, 6.0]]
+    """
+
+    def __init__(self, subscripts, *operands, dtype=None, compute_dtype=None,
+                 optimize="auto", order="K"):
+        if not isinstance(subscripts, str):
+            subscripts, operands = interleaved((subscripts, *operands))
+        self.subscripts = subscripts
+        descriptors = [_descriptor(x, k) for k, x in enumerate(operands)]
+        parsed = parse(subscripts)
+        self.modes, self.out_modes = bind(parsed, [d.extents for d in descriptors])
+        self.operands = [Operand(d, ms, what=f"operand {k}")
+                         for k, (d, ms) in enumerate(zip(descriptors, self.modes, strict=True))]
+        self._layouts = [_byte_layout(d) for d in descriptors]
+        dtypes = [d.dtype for d in descriptors]
+        self.dtype = result_type(dtypes) if dtype is None else storage_type(dtype, "dtype")
+        self.compute = compute_type(dtypes, compute_dtype)
+        if order not in ("K", "C"):
+            raise OperationError(f"order must be 'K' or 'C', not {order!r}")
+        self.order, self.optimize = order, optimize
+        _check_optimize(optimize)
+        self.view = None
+        if (len(self.operands) == 1 and _is_view(self.modes[0], self.out_modes)
+                and dtype in (None, self.dtype) and compute_dtype is None):
+            self.view = self._view_layout(descriptors[0])
+        self.extents = Operation.sum_product(
+            self.operands, out=self.dtype, out_modes=self.out_modes, compute=self.compute
+        ).extents
+        self.path = (find_path(self.modes, self.out_modes, self.extents, optimize)
+                     if len(self.operands) > 1 else [])
+        self._lock = threading.Lock()
+        self._runs = {}
+        self._default = self._build(None)
+        from .plan import allocator
+
+        self._allocate = allocator(self._default[0])
+
+    def _view_layout(self, d):
+        strides = {}
+        for mode, stride in zip(self.modes[0], d.strides, strict=True):
+            strides[mode] = strides.get(mode, 0) + stride
+        extents = dict(zip(self.modes[0], d.extents, strict=True))
+        return ([extents[m] for m in self.out_modes], [strides[m] for m in self.out_modes])
+
+    def _build(self, out):
+        """(output descriptor, runner) for an output layout (None: allocate)."""
+        target = self.dtype if out is None else out
+        if len(self.operands) == 1:
+            operand = self.operands[0]
+            reduces = set(operand.modes) != set(self.out_modes)
+            kind = Operation.reduction if reduces else Operation.permutation
+            operation = kind(operand, out=target, out_modes=self.out_modes,
+                             compute=self.compute, order=self.order)
+            from .plan import Plan
+
+            return operation.output, _Single(Plan(operation))
+        chain = Chain(self.operands, self.out_modes, self.path, out=target, addend=None,
+                      compute=self.compute, make=ContractionKernel, order=self.order)
+        return chain.steps[-1][2].output, chain
+
+    # -- execution ----------------------------------------------------------------------
+    def __call__(self, *arrays, out=None):
+        self._check(arrays)
+        if self.view is not None and out is None:
+            return strided_view(arrays[0], *self.view)
+        if out is None:
+            runner = self._default[1]
+            result = self._allocate()
+        else:
+            runner = self._runner_for(out, arrays)
+            result = out
+        runner.run(result, arrays, None, 1, 0)
+        return result
+
+    def _check(self, arrays):
+        if len(arrays) != len(self._layouts):
+            raise InputCountError(f"the plan of {self.subscripts!r} takes "
+                                  f"{len(self._layouts)} arrays, got {len(arrays)}")
+        for k, (x, (shape, strides, dtype)) in enumerate(zip(arrays, self._layouts,
+                                                             strict=True)):
+            if not isinstance(x, np.ndarray):
+                raise InputMismatchError(f"operand {k}: expected a numpy.ndarray, "
+                                         f"got {type(x).__name__}")
+            if x.shape != shape or x.dtype != dtype or (
+                    x.strides != strides and any(a != b for a, b, e in zip(
+                        x.strides, strides, shape, strict=True) if e > 1)):
+                raise InputMismatchError(
+                    f"operand {k}: layout {x.shape} {x.strides} {x.dtype} differs from the "
+                    f"planned {shape} {strides} {dtype}")
+
+    def _runner_for(self, out, arrays):
+        if not isinstance(out, np.ndarray):
+            raise OutputMismatchError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
+        if not out.flags.writeable:
+            raise OutputMismatchError("out is read-only")
+        descriptor = TensorDescriptor.from_array(out, "out")
+        expected = tuple(self.extents[m] for m in self.out_modes)
+        if descriptor.extents != expected:
+            raise OutputMismatchError(f"out: extents {descriptor.extents}, expected {expected}")
+        for k, x in enumerate(arrays):
+            if np.may_share_memory(out, x) and np.shares_memory(out, x, max_work=100_000):
+                raise AliasError(f"out shares memory with operand {k}")
+        with self._lock:
+            built = self._runs.get(descriptor)
+            if built is None:
+                if len(self._runs) > 16:
+                    self._runs.clear()
+                built = self._runs[descriptor] = self._build(descriptor)
+        return built[1]
+
+    def explain(self):
+        """The expression, the path, each step's kind, GEMM shape, copies, FLOPs, bytes."""
+        lines = [f"einsum {self.subscripts!r}: {len(self.operands)} operand(s), "
+                 f"compute {self.compute}, output {self.dtype}"]
+        if self.view is not None:
+            lines.append(f"  a view: extents {tuple(self.view[0])} strides {tuple(self.view[1])}")
+            return "\n".join(lines)
+        lines.extend("  " + line for line in self._default[1].explain())
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return f"EinsumPlan({self.subscripts!r}, path={getattr(self, 'path', None)})"
+
+
+class _Single:
+    """A one-operand reduction or permutation plan with the chain's interface."""
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def run(self, out, arrays, c, alpha, beta):
+        self.plan.execute_into(out, *arrays)
+
+    def explain(self):
+        return self.plan.explain().splitlines()
+
+
+def _check_optimize(optimize):
+    if isinstance(optimize, str | bool) and optimize not in OPTIMIZERS:
+        raise OperationError(f"optimize={optimize!r}: use one of {OPTIMIZERS}, a path, or an "
+                             "opt_einsum PathOptimizer")
+
+
+def einsum_plan(subscripts, *operands_or_descriptors, dtype=None, compute_dtype=None,
+                optimize="auto", order="K"):
+    """An :class:`EinsumPlan` for operands (arrays or TensorDescriptors) of these layouts.
+
+    >>> import numpy as np
+    >>> d = TensorDescriptor.contiguous((4, 4), np.float32)
+    >>> plan = einsum_plan("ij,jk->ik", d, d)
+    >>> plan(np.eye(4, dtype=np.float32), np.ones((4, 4), np.float32)).sum().item()
+    16.0
+    """
+    return EinsumPlan(subscripts, *operands_or_descriptors, dtype=dtype,
+                      compute_dtype=compute_dtype, optimize=optimize, order=order)
+
+
+class PlanCache:
+    """A thread-safe LRU cache of einsum plans."""
+
+    def __init__(self, maxsize=256):
+        self.maxsize = maxsize
+        self._plans = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key, build):
+        with self._lock:
+            plan = self._plans.get(key)
+            if plan is not None:
+                self._plans.move_to_end(key)
+                return plan
+        plan = build()
+        with self._lock:
+            self._plans[key] = plan
+            while len(self._plans) > self.maxsize:
+                self._plans.popitem(last=False)
+        return plan
+
+    def clear(self):
+        with self._lock:
+            self._plans.clear()
+
+    def __len__(self):
+        return len(self._plans)
+
+
+PLANS = PlanCache()
+
+
+def _hashable(optimize):
+    if isinstance(optimize, list | tuple):
+        return tuple(tuple(step) for step in optimize)
+    return optimize
+
+
+def einsum(subscripts, *operands, out=None, dtype=None, compute_dtype=None, optimize="auto",
+           order="K"):
+    """Evaluate an einsum expression (NumPy's grammar) through a cached :class:`EinsumPlan`.
+
+    >>> import numpy as np
+    >>> einsum(",ij->ij", 2.0, np.ones((1, 2))).tolist()
+    [[2.0, 2.0]]
+    >>> einsum(np.ones(3), [0], np.ones(3), [0], []).item()
+    3.0
+    """
+    if not isinstance(subscripts, str):
+        subscripts, operands = interleaved((subscripts, *operands))
+    arrays = [_as_array(x, k) for k, x in enumerate(operands)]
+    key = (subscripts, tuple((x.shape, x.strides, x.dtype) for x in arrays), dtype,
+           compute_dtype, _hashable(optimize), order)
+    plan = PLANS.get(key, lambda: EinsumPlan(subscripts, *arrays, dtype=dtype,
+                                             compute_dtype=compute_dtype, optimize=optimize,
+                                             order=order))
+    return plan(*arrays, out=out)
