@@ -93,7 +93,7 @@ class BlockTensor:
             block = rng.standard_normal(shape)
             if np.issubdtype(t.dtype, np.complexfloating):
                 block = block + 1j * rng.standard_normal(shape)
-            t.blocks[key] = block.astype(t.dtype)
+            t.blocks[key] = np.asarray(block, t.dtype)
         return t
 
     @classmethod
