@@ -3,8 +3,9 @@
 Engines whose names start with "tenalg" run tenalg (``tenalg`` in contiguous storage,
 ``tenalg-fiber`` in fiber storage, ``tenalg-<method>`` per rounding method); the
 baselines are teneva (where it installs) and, for packs, ``loop``: the same operations
-on single trains in a Python loop. Results are compared only where the engines run the
-same algorithm (rounding methods legitimately differ at the truncation level).
+on single trains in a Python loop. Results are compared only where every engine runs the
+same algorithm (TT-SVD ranks, delta sums): rounding methods and sweep directions
+legitimately differ at the truncation level.
 
 >>> names = [w.name for w in workloads()]
 >>> "tt-round-sum2-d20-n32-r30" in names and "tt-pack-4096-d6-n16-r8-add-round" in names
@@ -34,6 +35,14 @@ def _arrays(train):
     return [np.array(c.array()) for c in train.cores]
 
 
+def _teneva_round_sum(arrays, r):
+    """teneva's rounding of the sum of trains given as lists of cores (rank cap r)."""
+    total = arrays[0]
+    for x in arrays[1:]:
+        total = teneva.add(total, x)
+    return teneva.truncate(total, 1e-8, 1e12 if r is None else r)
+
+
 def _ranks(cores):
     return np.array([c.shape[0] for c in cores] + [1])
 
@@ -49,8 +58,7 @@ def _round_sum2(d, n, r):
         fib = [a.to_storage("fiber"), b.to_storage("fiber")]
         fns["tenalg-fiber-svd"] = partial(tt.round_sum, fib, eps=1e-8, max_rank=r)
         if teneva is not None:
-            ta, tb = _arrays(a), _arrays(b)
-            fns["teneva"] = lambda: teneva.truncate(teneva.add(ta, tb), 1e-8, r)
+            fns["teneva"] = partial(_teneva_round_sum, [_arrays(a), _arrays(b)], r)
         return fns
 
     return Workload(f"tt-round-sum2-d{d}-n{n}-r{r}", "tt", setup, compare=False,
@@ -67,15 +75,7 @@ def _round_sum_many(m, d, n, r):
             fns[f"tenalg-{method}"] = partial(tt.round_sum, trains, eps=1e-6, max_rank=r,
                                               method=method, rng=0)
         if teneva is not None:
-            arrays = [_arrays(t) for t in trains]
-
-            def teneva_sum():
-                total = arrays[0]
-                for x in arrays[1:]:
-                    total = teneva.add(total, x)
-                return teneva.truncate(total, 1e-8, r)
-
-            fns["teneva"] = teneva_sum
+            fns["teneva"] = partial(_teneva_round_sum, [_arrays(t) for t in trains], r)
         return fns
 
     return Workload(f"tt-round-sum{m}-d{d}-n{n}-r{r}", "tt", setup, compare=False,
@@ -98,10 +98,10 @@ def _tt_svd(n, d, r):
 
 
 def _pack(count, d, n, r):
-    """A pack of ``count`` trains: add another pack, round back to rank r; against a loop.
+    """A pack of ``count`` trains: add another pack, round back to rank r.
 
-    The result is the norms of the rounded trains (compared: pack and loop run the same
-    algorithm; teneva, which sweeps the other way, is not among the compared engines).
+    Against ``loop`` (the same operations on single trains: the same algorithm, so the
+    results agree; tested in tests/tt) and teneva's add + truncate per train.
     """
 
     def setup():
@@ -114,49 +114,26 @@ def _pack(count, d, n, r):
         def pack(x, y):
             s = tt.add(tt.TrainPack(x), tt.TrainPack(y))
             s.round_(1e-8, max_rank=r)
-            return tt.norm(s)[0]
+            return s
 
         def loop():
             out = []
             for x, y in zip(a, b, strict=True):
                 s = tt.add(x, y)
                 tt.round_(s, 1e-8, max_rank=r)
-                out.append(tt.norm(s))
-            return np.array(out)
+                out.append(s)
+            return out
 
         fns = {"tenalg": partial(pack, a, b), "loop": loop}
         if count <= 1024:
-            fa, fb = trains(0, "fiber"), trains(1, "fiber")
-            fns["tenalg-fiber"] = partial(pack, fa, fb)
+            fns["tenalg-fiber"] = partial(pack, trains(0, "fiber"), trains(1, "fiber"))
+        if teneva is not None:
+            arrays = [[_arrays(x), _arrays(y)] for x, y in zip(a, b, strict=True)]
+            fns["teneva"] = lambda: [_teneva_round_sum(xy, r) for xy in arrays]
         return fns
 
-    return Workload(f"tt-pack-{count}-d{d}-n{n}-r{r}-add-round", "tt", setup,
+    return Workload(f"tt-pack-{count}-d{d}-n{n}-r{r}-add-round", "tt", setup, compare=False,
                     quick=count <= 256)
-
-
-def _pack_teneva(count, d, n, r):
-    """The pack workload's loop in teneva (add + truncate per train) against the pack."""
-
-    def setup():
-        if teneva is None:
-            from .registry import Skip
-
-            raise Skip("teneva does not import")
-        a = [tt.random((n,) * d, r, rng=i) for i in range(count)]
-        b = [tt.random((n,) * d, r, rng=count + i) for i in range(count)]
-        arrays = [(_arrays(x), _arrays(y)) for x, y in zip(a, b, strict=True)]
-
-        def pack():
-            s = tt.add(tt.TrainPack(a), tt.TrainPack(b))
-            s.round_(1e-8, max_rank=r)
-            return s
-
-        return {"tenalg": pack,
-                "teneva": lambda: [teneva.truncate(teneva.add(x, y), 1e-8, r)
-                                   for x, y in arrays]}
-
-    return Workload(f"tt-pack-{count}-d{d}-n{n}-r{r}-add-round-teneva", "tt", setup,
-                    compare=False)
 
 
 def _delta_products(count, d, n):
@@ -191,7 +168,6 @@ def workloads():
         _tt_svd(4, 10, 8),
         _pack(4096, 6, 16, 8),
         _pack(256, 6, 16, 8),
-        _pack_teneva(4096, 6, 16, 8),
         _delta_products(32, 6, 8),
     ]
 
@@ -202,13 +178,8 @@ def _rounders(r):
                                                      rng=0), m=m)
            for m in tt.METHODS}
     if teneva is not None:
-        def with_teneva(trains):
-            total = _arrays(trains[0])
-            for t in trains[1:]:
-                total = teneva.add(total, _arrays(t))
-            return tt.TensorTrain(teneva.truncate(total, 1e-8, 1e12 if r is None else r))
-
-        out["teneva"] = with_teneva
+        out["teneva"] = lambda trains: tt.TensorTrain(
+            _teneva_round_sum([_arrays(t) for t in trains], r))
     return out
 
 

