@@ -9,6 +9,8 @@ output block is then a view of its group's result, plus the other members it sum
 >>> s = Schedule([("x", (2,), ((0,), (1,))), ("y", (2,), ((2,),))], lambda m: ((2, 2),))
 >>> len(s.batches), [len(members) for members in s.batches.values()]
 (1, [3])
+>>> Schedule([("x", (2,), ((0,),))], lambda m: ((2, 2),)).batches  # one alone runs directly
+{}
 """
 
 import math
@@ -27,19 +29,22 @@ class Schedule:
     """
 
     def __init__(self, entries, member_shapes):
-        self.batches = {}
-        self.keys = []
-        for key, shape, members in entries:
-            steps = []
+        groups = {}
+        for _, shape, members in entries:
             for member in members:
-                shapes = member_shapes(member)
-                if sum(math.prod(s) for s in shapes) + math.prod(shape) <= SMALL:
-                    group = self.batches.setdefault(shapes + (shape,), [])
-                    steps.append((shapes + (shape,), len(group)))
-                    group.append(member)
-                else:
-                    steps.append((None, member))
-            self.keys.append((key, shape, tuple(steps)))
+                shapes = member_shapes(member) + (shape,)
+                if sum(math.prod(s) for s in shapes) <= SMALL:
+                    groups.setdefault(shapes, []).append(member)
+        # a group of one gains nothing from stacking: it runs directly
+        self.batches = {sig: members for sig, members in groups.items() if len(members) > 1}
+        position = {
+            member: (sig, k) for sig, members in self.batches.items()
+            for k, member in enumerate(members)
+        }
+        self.keys = [
+            (key, shape, tuple(position.get(member, (None, member)) for member in members))
+            for key, shape, members in entries
+        ]
 
     def execute(self, run_one, run_batch, dtype):
         """The output blocks: ``run_batch(members, out_shape)`` returns a stacked result,
