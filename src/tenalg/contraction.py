@@ -107,7 +107,8 @@ class Viewer:
         self.byte_strides = tuple(folded[g[-1]] * itemsize if g else itemsize for g in groups)
         self.strided = len(set(modes)) != len(modes)
         kept = [m for m, e in zip(modes, extents, strict=True) if e != 1]
-        self.index = tuple(0 if e == 1 else slice(None) for e in extents) if 1 in extents else None
+        self.index = (*(0 if e == 1 else slice(None) for e in extents), Ellipsis) if (
+            1 in extents) else None
         order = tuple(kept.index(m) for g in groups for m in g) if not self.strided else ()
         self.perm = None if order == tuple(range(len(kept))) else order
 
@@ -340,29 +341,25 @@ class Pairwise:
         return np.einsum(*args, [labels[m] for m in self.buffer_modes], optimize=False)
 
     def _epilogue(self, out, t, c, alpha, beta):
-        """out = alpha * t + beta * op(C) in one pass (permuting, broadcasting, casting)."""
-        key = (beta != 0, t.dtype)
-        plan = self._epilogues.get(key)
+        """out = alpha * t + beta * op(C) in one pass (permuting, broadcasting, casting).
+
+        A reduction plan over no modes: it takes the addend C, even C = out in place.
+        """
+        plan = self._epilogues.get(t.dtype)
         if plan is None:
-            plan = self._epilogues[key] = self._epilogue_plan(*key)
-        if key[0]:
-            plan.execute_into(out, np.ascontiguousarray(t), c, alpha=alpha, beta=beta)
-        else:
-            plan.execute_into(out, np.ascontiguousarray(t), alpha=alpha)
+            op = self.op
+            source = Operand(TensorDescriptor.contiguous(self.buffer_shape, t.dtype),
+                             self.buffer_modes)
+            operation = Operation.reduction(source, op.addend, out=op.output,
+                                            out_modes=op.out_modes, compute=op.compute)
+            from .plan import Plan
 
-    def _epilogue_plan(self, with_c, dtype):
-        from .plan import Plan
-
-        op = self.op
-        source = Operand(TensorDescriptor.contiguous(self.buffer_shape, dtype), self.buffer_modes)
-        if with_c:
-            operation = Operation.elementwise_binary(
-                source, op.addend, out=op.output, out_modes=op.out_modes, op="add",
-                compute=op.compute)
+            plan = self._epilogues[t.dtype] = Plan(operation)
+        t = t if t.flags.c_contiguous else np.array(t, order="C")
+        if c is None:
+            plan.execute_into(out, t, alpha=alpha)
         else:
-            operation = Operation.permutation(source, out=op.output, out_modes=op.out_modes,
-                                              compute=op.compute)
-        return Plan(operation)
+            plan.execute_into(out, t, c, alpha=alpha, beta=beta)
 
     # -- explanation --------------------------------------------------------------------
     def explain(self):

@@ -1,0 +1,203 @@
+"""Contraction and sum_product plans against np.einsum in float64 / complex128."""
+
+import numpy as np
+import pytest
+from dense.strategies import COMPLEX, DTYPES, strided, tolerance, values, wide
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tenalg as ta
+from tenalg.contraction import blasable, find_path, fold, fused
+
+LABELS = "abcdef"
+
+
+def _close(got, expected, dtype, scale):
+    tol = tolerance(dtype)
+    atol = 8 * tol * (np.max(scale, initial=0) + 1)
+    np.testing.assert_allclose(wide(got), expected, rtol=8 * tol, atol=atol)
+
+
+def _subscripts(modes):
+    return "".join(modes)
+
+
+@st.composite
+def pairs(draw):
+    """Two operands over shared labels (repeats, broadcasts), an output, maybe C and unaries."""
+    labels = draw(st.lists(st.sampled_from(LABELS), min_size=1, max_size=5, unique=True))
+    extents = {m: draw(st.integers(0, 4) if draw(st.integers(0, 9)) == 0 else st.integers(1, 4))
+               for m in labels}
+    modes_a = draw(st.lists(st.sampled_from(labels), max_size=4))
+    modes_b = draw(st.lists(st.sampled_from(labels), max_size=4))
+    used = sorted(set(modes_a) | set(modes_b))
+    out = draw(st.permutations(used)) if used else []
+    out = out[: draw(st.integers(0, len(out)))]
+    dtype_a, dtype_b = draw(st.sampled_from(DTYPES)), draw(st.sampled_from(DTYPES))
+
+    def shape_of(modes):  # an operand may broadcast a mode with extent 1
+        return [1 if extents[m] > 1 and draw(st.integers(0, 5)) == 0 and modes.count(m) == 1
+                else extents[m] for m in modes]
+
+    a = draw(strided(shape_of(modes_a), dtype_a))
+    b = draw(strided(shape_of(modes_b), dtype_b))
+    return labels, extents, modes_a, modes_b, out, a, b
+
+
+def _expected(a, ua, ma, b, ub, mb, out):
+    wa, wb = wide(a), wide(b)
+    if ua == "conjugate":
+        wa = np.conj(wa)
+    if ub == "conjugate":
+        wb = np.conj(wb)
+    expr = f"{_subscripts(ma)},{_subscripts(mb)}->{_subscripts(out)}"
+    scale = np.einsum(expr, np.abs(wa), np.abs(wb))
+    value = np.einsum(expr, wa, wb)
+    shape = tuple(max(x.shape[k] for x, ms in ((a, ma), (b, mb)) for k, m in enumerate(ms)
+                      if m == mode) for mode in out)
+    return np.broadcast_to(value, shape), np.broadcast_to(scale, shape)
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=pairs(), data=st.data())
+def test_contraction_matches_einsum(case, data):
+    _, _, ma, mb, out, a, b = case
+    ua = data.draw(st.sampled_from(["identity", "conjugate"]))
+    ub = data.draw(st.sampled_from(["identity", "conjugate"]))
+    alpha = data.draw(st.sampled_from([1, 2.0, -0.5]))
+    op = ta.Operation.contraction(ta.Operand(a, ma, ua), ta.Operand(b, mb, ub), out_modes=out)
+    plan = ta.Plan(op)
+    got = plan.execute(a, b, alpha=alpha)
+    expected, scale = _expected(a, ua, ma, b, ub, mb, out)
+    assert got.dtype == ta.dtypes.result_type([a.dtype, b.dtype])
+    worst = min((a.dtype, b.dtype), key=lambda d: np.dtype(d).itemsize)
+    _close(got, alpha * expected, worst, np.abs(alpha) * np.asarray(scale))
+    assert "FLOPs" in plan.explain()
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=pairs(), data=st.data())
+def test_addend_and_output_layouts(case, data):
+    """C with beta, an explicit (strided, transposed) output, and D = AB + beta D in place."""
+    _, extents, ma, mb, out, a, b = case
+    dtype = data.draw(st.sampled_from(DTYPES))
+    if np.iscomplexobj(a) or np.iscomplexobj(b):
+        dtype = np.complex128
+    shape = [extents[m] for m in out]
+    d = data.draw(strided(shape, dtype))
+    c = data.draw(strided(shape, dtype))
+    beta = data.draw(st.sampled_from([0, 1, -2.0]))
+    op = ta.Operation.contraction(ta.Operand(a, ma), ta.Operand(b, mb), ta.Operand(c, out),
+                                  out=ta.TensorDescriptor.from_array(d), out_modes=out)
+    expected, scale = _expected(a, "identity", ma, b, "identity", mb, out)
+    expected = 1.5 * expected + beta * wide(c)
+    ta.Plan(op).execute_into(d, a, b, c, alpha=1.5, beta=beta)
+    worst = min((a.dtype, b.dtype, d.dtype), key=lambda t: np.dtype(t).itemsize)
+    _close(d, expected, worst, 1.5 * np.asarray(scale) + abs(beta) * np.abs(wide(c)))
+    # in place: the addend is the output itself
+    inplace = ta.Operation.contraction(ta.Operand(a, ma), ta.Operand(b, mb), ta.Operand(d, out),
+                                       out=ta.TensorDescriptor.from_array(d), out_modes=out)
+    before = wide(d)
+    ta.Plan(inplace).execute_into(d, a, b, d, alpha=1, beta=beta)
+    expected2, _ = _expected(a, "identity", ma, b, "identity", mb, out)
+    _close(d, expected2 + beta * before, worst, np.asarray(scale) + abs(beta) * np.abs(before))
+
+
+def test_beta_zero_never_reads_c():
+    a, b = np.ones((3, 4)), np.ones((4, 5))
+    c = np.full((3, 5), np.nan)
+    got = ta.contract(a, "ik", b, "kj", "ij", c=c, beta=0)
+    assert np.all(got == 4)
+
+
+def test_broadcast_only_output_mode():
+    a, b = np.arange(6.0).reshape(2, 3), np.ones(3)
+    out = np.empty((2, 4))
+    op = ta.Operation.contraction(ta.Operand(a, "ik"), ta.Operand(b, "k"),
+                                  out=ta.TensorDescriptor.from_array(out), out_modes="ij")
+    ta.Plan(op).execute_into(out, a, b)
+    np.testing.assert_allclose(out, np.repeat(a.sum(1, keepdims=True), 4, axis=1))
+
+
+@pytest.mark.parametrize(
+    ("expr", "shapes", "copies"),
+    [
+        ("ik,kj->ij", [(8, 9), (9, 7)], "none"),
+        ("ki,kj->ij", [(9, 8), (9, 7)], "none"),
+        ("ik,jk->ji", [(8, 9), (7, 9)], "none"),
+        ("abcd,cdef->abef", [(2, 3, 4, 5), (4, 5, 3, 2)], "none"),
+        ("bij,bjk->bik", [(4, 5, 6), (4, 6, 3)], "none"),
+        ("acbd,dfce->abef", [(2, 4, 3, 5), (5, 2, 4, 3)], "A"),
+    ],
+)
+def test_gemm_lowering_copies_only_what_it_must(expr, shapes, copies):
+    ins, out = expr.split("->")
+    ma, mb = ins.split(",")
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s) for s in shapes)
+    plan = ta.Plan(ta.Operation.contraction(ta.Operand(a, ma), ta.Operand(b, mb), out_modes=out))
+    text = plan.explain()
+    assert "GEMM" in text
+    assert f"copies: {copies}" in text or (copies != "none" and "copies: none" not in text)
+    np.testing.assert_allclose(plan.execute(a, b), np.einsum(expr, a, b), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ta.bfloat16])
+def test_half_precision_runs_through_float32(dtype):
+    rng = np.random.default_rng(1)
+    a, b = values(rng, (16, 12), dtype), values(rng, (12, 10), dtype)
+    plan = ta.Plan(ta.Operation.contraction(ta.Operand(a, "ik"), ta.Operand(b, "kj"),
+                                            out_modes="ij"))
+    got = plan.execute(a, b)
+    assert got.dtype == np.dtype(dtype)
+    assert "float32" in plan.explain() and "converts" in plan.explain()
+    _close(got, wide(a) @ wide(b), dtype, np.abs(wide(a)) @ np.abs(wide(b)))
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_conjugate_folds_into_the_gemm(dtype):
+    rng = np.random.default_rng(2)
+    a, b = values(rng, (5, 6), dtype), values(rng, (6, 4), dtype)
+    both = ta.Plan(ta.Operation.contraction(ta.Operand(a, "ik", "conjugate"),
+                                            ta.Operand(b, "kj", "conjugate"), out_modes="ij"))
+    assert "conjugated result" in both.explain() and "copies: none" in both.explain()
+    np.testing.assert_allclose(both.execute(a, b, alpha=1j), 1j * (a.conj() @ b.conj()),
+                               rtol=1e-5)
+    one = ta.Plan(ta.Operation.contraction(ta.Operand(a, "ik", "conjugate"), ta.Operand(b, "kj"),
+                                           out_modes="ij"))
+    np.testing.assert_allclose(one.execute(a, b), a.conj() @ b, rtol=1e-5)
+
+
+def test_other_unaries_apply_before_the_product():
+    a, b = np.linspace(0.1, 1, 6).reshape(2, 3), np.ones((3, 2))
+    got = ta.contract(a, "ik", b, "kj", "ij", unary_a="exp")
+    np.testing.assert_allclose(got, np.exp(a) @ b)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), n=st.integers(1, 4), dtype=st.sampled_from(DTYPES))
+def test_sum_product_matches_fused_formula(data, n, dtype):
+    extents = dict(zip("abcde", data.draw(st.lists(st.integers(1, 4), min_size=5, max_size=5)),
+                       strict=True))
+    terms = [data.draw(st.lists(st.sampled_from("abcde"), min_size=1, max_size=3))
+             for _ in range(n)]
+    used = sorted(set().union(*terms))
+    out = data.draw(st.permutations(used))[: data.draw(st.integers(0, len(used)))]
+    arrays = [data.draw(strided([extents[m] for m in t], dtype)) for t in terms]
+    op = ta.Operation.sum_product([ta.Operand(x, t) for x, t in zip(arrays, terms, strict=True)],
+                                  out_modes=out)
+    plan = ta.Plan(op)
+    got = plan.execute(*arrays, alpha=2)
+    expr = ",".join("".join(t) for t in terms) + "->" + "".join(out)
+    expected = 2 * np.einsum(expr, *map(wide, arrays))
+    scale = 2 * np.einsum(expr, *(np.abs(wide(x)) for x in arrays))
+    _close(got, expected, dtype, scale)
+    assert "path" in plan.explain()
+
+
+def test_helpers():
+    assert fold(ta.Operand(np.zeros((3, 1, 3)), "iji")) == {"i": 4}
+    assert fused({"i": 3, "j": 1}, {"i": 4, "j": 3}, ("i", "j")) == (12, 1)
+    assert blasable((1, 5), (5, 1)) and not blasable((3, 2), (3, 2))
+    assert find_path(["ij"], "i", {"i": 2, "j": 2}, "auto") == [(0,)]
+    assert find_path(["ij", "jk", "kl"], "il", {m: 2 for m in "ijkl"}, False) == [(0, 1)] * 2
