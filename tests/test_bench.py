@@ -6,6 +6,7 @@ No timing assertions: only counts, structure and the values the runner derives.
 import doctest
 import io
 import json
+import time
 import types
 
 import numpy as np
@@ -102,6 +103,14 @@ def test_batch_size_grows_for_fast_functions():
     number, seconds = timing.batch_size(lambda: None, min_batch=1e-4)
     assert number > 1 and number * seconds >= 1e-4
     assert timing.batch_size(lambda: None, min_batch=0.0)[0] == 1
+
+
+def test_measure_times_slow_functions_once():
+    def slow():
+        time.sleep(0.02)
+
+    times = timing.measure({"slow": slow, "fast": lambda: None}, budget=0.01, min_rounds=50)
+    assert len(times["slow"]) == len(times["fast"]) == 1  # a call of slow outlasts the budget
 
 
 def test_measure_takes_at_least_one_sample_each():
