@@ -67,6 +67,8 @@ def test_gram_two_sided_compresses_x_plus_x_at_tight_eps(dtype):
         x = rand((4, 5, 6, 5, 4), 4, dtype, seed=seed)
         info = tt.round_(x + x, eps, method="gram")
         assert info.method == "gram" and info.ranks_after == x.ranks
+        below = tt.round_(x + x, 0.5 * tt.gram_floor(dtype), method="gram")
+        assert below.method == "svd" and below.ranks_after == x.ranks
 
 
 def test_complex_rounding_conjugates():
