@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tt_helpers import DTYPES, STORAGES, long_train, rand, rel, tol
 
 from tenalg import tt
@@ -167,3 +169,19 @@ def test_single_core_trains():
     for method in METHODS:
         y = tt.round_sum([x, x], [1, 2], eps=0.0, method=method, rng=0)
         np.testing.assert_allclose(y.to_dense(), 3 * np.arange(4.0))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=5), st.integers(1, 3),
+       st.integers(1, 3), st.sampled_from(METHODS), st.sampled_from(DTYPES),
+       st.sampled_from(STORAGES), st.integers(0, 2**16))
+def test_rounding_hypothesis(dims, ra, rb, method, dtype, storage, seed):
+    a = rand(dims, ra, dtype, storage, seed=seed)
+    b = rand(dims, rb, dtype, storage, seed=seed + 1)
+    dense = a.to_dense() + b.to_dense()
+    exact = tt.round(a + b, 0.0, method=method, rng=seed)
+    assert exact.dtype == np.dtype(dtype) and exact.storage == storage
+    assert rel(exact.to_dense(), dense) < 100 * tol(dtype)
+    loose = tt.round_sum([a, b], eps=0.3, method=method, rng=seed)
+    assert rel(loose.to_dense(), dense) <= 0.3 + 100 * tol(dtype)
+    assert all(r <= s for r, s in zip(loose.ranks, (a + b).ranks, strict=True))
