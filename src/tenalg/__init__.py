@@ -11,7 +11,6 @@ trains (:mod:`tenalg.tt`) and symmetric block-sparse tensors (:mod:`tenalg.symme
 from .api import contract
 from .api import diagonal
 from .api import diagonals
-from .api import einsum
 from .api import elementwise_binary
 from .api import elementwise_trinary
 from .api import inner_product
@@ -26,6 +25,9 @@ from .api import sum_host
 from .api import to_host
 from .api import trace
 from .descriptors import Binary
+from .einsum import EinsumPlan
+from .einsum import einsum
+from .einsum import einsum_plan
 from .descriptors import Operand
 from .descriptors import Reduce
 from .descriptors import TensorDescriptor

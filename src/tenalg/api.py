@@ -13,6 +13,7 @@ import numpy as np
 
 from .descriptors import Operand, TensorDescriptor, Unary
 from .dtypes import real_type, storage_type
+from .einsum import einsum
 from .errors import DescriptorError, OperationError
 from .operations import Operation
 from .plan import Plan
@@ -258,10 +259,12 @@ def norm(a):
     biggest = max(_max_abs(part) for part in parts)
     if biggest == 0 or not math.isfinite(biggest):
         return np.asarray(biggest, dtype)
-    _, exponent = math.frexp(biggest)
-    scaled = _scaled64(a, exponent)
+    # a power of two brings the largest entry near 1 (clamped so 2**shift is finite);
+    # the squares then neither overflow nor underflow in float64
+    shift = max(min(-math.frexp(biggest)[1], 1020), -1020)
+    scaled = _scaled64(a, shift)
     total = inner_product_host(scaled, scaled).real
-    return np.asarray(math.ldexp(math.sqrt(total), exponent), dtype)
+    return np.asarray(math.ldexp(math.sqrt(total), -shift), dtype)
 
 
 def _max_abs(a):
@@ -270,22 +273,17 @@ def _max_abs(a):
                       options=(("op", "max"),))[()])
 
 
-def _scaled64(a, exponent):
-    """``a * 2**-exponent`` in float64 / complex128 (exact: a power of two)."""
+def _scaled64(a, shift):
+    """``a * 2**shift`` in float64 / complex128 (exact: a power of two)."""
     wide = np.complex128 if np.iscomplexobj(a) else np.float64
     modes = range(a.ndim)
     return _run("permutation", [(a, modes, Unary.IDENTITY, "A")], modes,
-                options=(("out_dtype", np.dtype(wide)),), alpha=math.ldexp(1.0, -exponent))
+                options=(("out_dtype", np.dtype(wide)),), alpha=math.ldexp(1.0, shift))
 
 
 def norm_host(a):
     """:func:`norm` as a Python float."""
     return float(norm(a))
-
-
-def einsum(subscripts, *operands, **options):
-    """TEMPORARY: np.einsum until tenalg.einsum (the planned front end) lands."""
-    return np.einsum(subscripts, *operands, optimize=True)
 
 
 def to_host(x):
