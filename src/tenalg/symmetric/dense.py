@@ -32,27 +32,11 @@ def _contraction_plan(shape_a, dtype_a, modes_a, shape_b, dtype_b, modes_b, shap
     ))
 
 
-def _squeezed(x, modes):
-    """``x`` and its modes without extent-1 axes (a view: blocks are C-contiguous)."""
-    if 1 not in x.shape:
-        return x, modes
-    keep = [k for k, n in enumerate(x.shape) if n != 1]
-    return x.reshape([x.shape[k] for k in keep]), tuple(modes[k] for k in keep)
-
-
 def contract_into(out, a, modes_a, b, modes_b, modes_out, beta):
-    """``out = sum a b + beta * out`` over the modes absent from ``modes_out``.
-
-    Extent-1 axes (frequent: one-dimensional sectors) are dropped first, so that blocks
-    differing only in them share one plan.
-    """
-    (a, modes_a), (b, modes_b) = _squeezed(a, modes_a), _squeezed(b, modes_b)
-    result = out
-    out, modes_out = _squeezed(out, modes_out)
+    """``out = sum a b + beta * out`` over the modes absent from ``modes_out``."""
     plan = _contraction_plan(a.shape, a.dtype, modes_a, b.shape, b.dtype, modes_b,
                              out.shape, out.dtype, modes_out)
-    plan.execute_into(out, a, b, out, beta=beta)
-    return result
+    return plan.execute_into(out, a, b, out, beta=beta)
 
 
 @functools.lru_cache(maxsize=4096)
