@@ -20,12 +20,13 @@ nearest even in :func:`_encode16`.
 import math
 
 import numpy as np
-from numba import get_num_threads, njit, prange, types
+from numba import get_num_threads, njit, prange, set_num_threads, types
 from numba.extending import overload
 
 from ..descriptors import Binary, Reduce, Unary
 from ..dtypes import STORAGE_TYPES, bfloat16, float16, is_complex
 
+_U = np.uintp  # offsets are never negative: unsigned indices skip wraparound checks
 _JIT = {"cache": True, "fastmath": False, "error_model": "numpy", "nogil": True}
 _PARALLEL = {**_JIT, "parallel": True}
 
@@ -49,6 +50,7 @@ _BLOCK = 16    # contributions accumulated naively before entering the cascade
 _LANES = 256   # outputs reduced side by side when the innermost axis is free
 _ROW_LANES = 16  # outputs reduced side by side when the innermost axis is reduced
 _MIN_ELEMENTS = 1 << 14  # below this NumPy's reference path has lower overhead
+_SERIAL_WORK = 1 << 19  # below this many elements a thread-pool launch costs more than it saves
 
 
 # --------------------------------------------------------------------------------------
@@ -104,10 +106,10 @@ def _store_row(out, off, stride, buf, b0, bstride, n, fmt):
     """out[off + i * stride] = buf[b0 + i * bstride] for i < n, converted to out's storage."""
     if stride == 1:
         for i in range(n):
-            out[off + i] = _storage_value(out, buf[b0 + i * bstride], fmt)
+            out[_U(off + i)] = _storage_value(out, buf[_U(b0 + i * bstride)], fmt)
     else:
         for i in range(n):
-            out[off + i * stride] = _storage_value(out, buf[b0 + i * bstride], fmt)
+            out[_U(off + i * stride)] = _storage_value(out, buf[_U(b0 + i * bstride)], fmt)
 
 
 def _reciprocal(x):
@@ -208,13 +210,13 @@ def _load_row(buf, n, x, off, stride, table, code, scale, alpha):
     """buf[:n] = alpha * unary(x[off + i * stride]) in the compute type."""
     if stride == 1 and code == _IDENTITY and not scale:  # the vectorisable cases first
         for i in range(n):
-            buf[i] = _load(x[off + i], table)
+            buf[i] = _load(x[_U(off + i)], table)
     elif stride == 1 and code == _IDENTITY:
         for i in range(n):
-            buf[i] = alpha * _load(x[off + i], table)
+            buf[i] = alpha * _load(x[_U(off + i)], table)
     else:
         for i in range(n):
-            buf[i] = _load(x[off + i * stride], table)
+            buf[i] = _load(x[_U(off + i * stride)], table)
         _transform(buf, n, code, scale, alpha)
 
 
@@ -391,7 +393,7 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
         if row_len == 1:
             if op == 0 and code == _IDENTITY and lane_stride == 1:
                 for t in range(w):
-                    acc[t] += _load(a[off + t], ta)
+                    acc[t] += _load(a[_U(off + t)], ta)
             else:
                 _load_row(buf, w, a, off, lane_stride, ta, code, False, acc[0])
                 _accumulate(op, acc, buf, w)
@@ -424,10 +426,10 @@ def _finish(res, w, out, o, so, c, co, sc, tc, codes, scal):
         if codes[3]:
             v = scal[0] * v
         if codes[4]:
-            x[0] = _load(c[co + t * sc], tc)
+            x[0] = _load(c[_U(co + t * sc)], tc)
             x[0] = _unary(codes[2], x[0])
             v = v + scal[1] * x[0] if codes[5] else v + x[0]
-        out[o + t * so] = _storage_value(out, v, codes[6])
+        out[_U(o + t * so)] = _storage_value(out, v, codes[6])
 
 
 @njit(**_PARALLEL)
@@ -484,25 +486,52 @@ def _reduce_kernel(free_shape, offs, strides, lanes, lane_w, row_len, row_stride
 # Python side: flat views and layout choices
 
 
+class _Memory:
+    """A bare ``__array_interface__`` so that NumPy wraps raw memory without copying."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, address, span, typestr, writeable):
+        self.__array_interface__ = {"data": (address, not writeable), "shape": (span,),
+                                    "typestr": typestr, "version": 3}
+
+
 def _flat(x, writeable=False):
     """(memory, offset, strides, table): a 1-D view of the memory x spans and x's element
     layout in it.  16-bit storage comes back as uint16 bits with its decoding table (else
-    a dummy).  Inputs are read-only views so that one specialisation serves all.
+    a dummy).  Inputs are read-only views so that one specialisation serves all.  The view
+    does not keep x alive: use it only while x is referenced.
     """
     item = x.itemsize
     strides = [s // item for s in x.strides]
-    corner = tuple(slice(e - 1, e) if s < 0 else slice(0, 1)
-                   for e, s in zip(x.shape, strides, strict=True))
-    lo = sum(s * (e - 1) for e, s in zip(x.shape, strides, strict=True) if s < 0)
-    hi = sum(s * (e - 1) for e, s in zip(x.shape, strides, strict=True) if s > 0)
-    start = x[corner] if x.ndim else x.reshape(1)
-    table = _TABLES.get(x.dtype, _NO_TABLE)
-    if x.dtype in _FORMATS:
-        start = start.view(np.uint16)
+    lo = hi = 0
+    for e, st in zip(x.shape, strides, strict=True):
+        if st < 0:
+            lo += st * (e - 1)
+        else:
+            hi += st * (e - 1)
     span = hi - lo + 1 if x.size else 0
-    memory = np.lib.stride_tricks.as_strided(start.reshape(-1)[: min(span, 1)], shape=(span,),
-                                             strides=(item,), writeable=writeable)
-    return memory, -lo, strides, table
+    typestr = "<u2" if x.dtype in _FORMATS else x.dtype.str
+    address = x.__array_interface__["data"][0] + lo * item
+    memory = np.asarray(_Memory(address, span, typestr, writeable))
+    return memory, -lo, strides, _TABLES.get(x.dtype, _NO_TABLE)
+
+
+def _threads(work):
+    return get_num_threads() if work >= _SERIAL_WORK else 1
+
+
+def _launch(kernel, work, *args):
+    """Run ``kernel(*args)``; small problems run on the calling thread alone."""
+    threads = get_num_threads()
+    if _threads(work) == threads:
+        kernel(*args)
+        return
+    set_num_threads(1)
+    try:
+        kernel(*args)
+    finally:
+        set_num_threads(threads)
 
 
 def _ceil_div(n, d):
@@ -551,8 +580,9 @@ def _run_rows(out, inputs, unaries, ops, scalars, compute):
     codes = np.array([len(inputs)] + [_unary_code(u, compute) for u in unaries]
                      + [_IDENTITY] * (3 - len(unaries)) + [_OPS[o] for o in ops]
                      + [0] * (2 - len(ops)) + [_fmt(out)] + [s != 1 for s in scal], np.int64)
-    _rows_kernel(np.array(shape, np.int64), offs, strides, flats[0][0], pad[0][0], pad[0][3],
-                 pad[1][0], pad[1][3], pad[2][0], pad[2][3], codes, scal)
+    _launch(_rows_kernel, out.size * len(inputs), np.array(shape, np.int64), offs, strides,
+            flats[0][0], pad[0][0], pad[0][3], pad[1][0], pad[1][3], pad[2][0], pad[2][3], codes,
+            scal)
 
 
 def permute(out, a, *, alpha, unary, compute):
@@ -578,9 +608,9 @@ def permute(out, a, *, alpha, unary, compute):
     strides = np.array([[os_[ax] for ax in order], [as_[ax] for ax in order]], np.int64)
     scal = _scalars([alpha], compute)
     tile = max(16, 256 // np.dtype(compute).itemsize)
-    _tiles_kernel(np.array([out.shape[ax] for ax in order], np.int64),
-                  np.array([oo, ao], np.int64), strides, om, am, ta, tile,
-                  _unary_code(unary, compute), scal[0] != 1, _fmt(out), scal)
+    _launch(_tiles_kernel, out.size, np.array([out.shape[ax] for ax in order], np.int64),
+            np.array([oo, ao], np.int64), strides, om, am, ta, tile,
+            _unary_code(unary, compute), scal[0] != 1, _fmt(out), scal)
 
 
 def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
@@ -616,7 +646,7 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     lane_w = min(lanes, _LANES if row_len == 1 else _ROW_LANES)
     units = math.prod(free_shape[:-1]) * _ceil_div(lanes, lane_w)
     steps = math.prod(a.shape[ax] for ax in walk) * _ceil_div(row_len, _CHUNK)
-    threads = get_num_threads()
+    threads = _threads(a.size)
     work = steps * lane_w * min(row_len, _CHUNK)
     nsplit = max(1, min(steps, 2 * threads // units, work // (1 << 15)))
     blocks = _ceil_div(_ceil_div(steps, nsplit), _BLOCK if row_len == 1 else 1)
@@ -625,11 +655,11 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     codes = np.array([_OPS[Reduce.coerce(op)], _unary_code(unary_a, compute),
                       _unary_code(unary_c, compute), scal[0] != 1, use_c, scal[1] != 1,
                       _fmt(out)], np.int64)
-    _reduce_kernel(np.array(free_shape, np.int64), np.array([oo, co, ao], np.int64), strides,
-                   lanes, lane_w, row_len, row_stride,
-                   np.array([a.shape[ax] for ax in walk], np.int64),
-                   np.array([as_[ax] for ax in walk], np.int64), nsplit, levels,
-                   om, cm, tc, am, ta, codes, scal)
+    _launch(_reduce_kernel, a.size, np.array(free_shape, np.int64),
+            np.array([oo, co, ao], np.int64), strides, lanes, lane_w, row_len, row_stride,
+            np.array([a.shape[ax] for ax in walk], np.int64),
+            np.array([as_[ax] for ax in walk], np.int64), nsplit, levels,
+            om, cm, tc, am, ta, codes, scal)
 
 
 def elementwise(out, inputs, *, unaries, op_ab, op_abc, scalars, compute):
