@@ -82,23 +82,25 @@ def test_bench_needs_a_number_for_repeat_time(capsys):
     assert stop.value.code == 2
 
 
-needs_einsum_plan = pytest.mark.skipif(not hasattr(ta, "einsum_plan"),
-                                       reason="tenalg.einsum_plan has not landed yet")
-
-
-@needs_einsum_plan
-def test_explain_prints_the_einsum_plan(capsys):
-    assert main(["explain", "ij,jk->ik", "64x32", "32x16", "--dtype", "float32"]) == 0
-    a = ta.TensorDescriptor.contiguous((64, 32), np.float32)
-    b = ta.TensorDescriptor.contiguous((32, 16), np.float32)
-    expected = ta.einsum_plan("ij,jk->ik", a, b).explain()
+@pytest.mark.parametrize("args, shapes, dtype", [
+    (["ij,jk->ik", "64x32", "32x16", "--dtype", "float32"], [(64, 32), (32, 16)], np.float32),
+    (["ij,jk,kl->il", "8x4", "4x6", "6x2"], [(8, 4), (4, 6), (6, 2)], np.float64),
+    ([",ij->ij", "()", "2x3", "--dtype", "complex64"], [(), (2, 3)], np.complex64),
+    (["ii->i", "5x5", "--dtype", "bfloat16"], [(5, 5)], ta.bfloat16),
+])
+def test_explain_prints_the_einsum_plan(args, shapes, dtype, capsys):
+    assert main(["explain", *args]) == 0
+    descriptors = [ta.TensorDescriptor.contiguous(shape, dtype) for shape in shapes]
+    expected = ta.einsum_plan(args[0], *descriptors).explain()
     assert capsys.readouterr().out == expected + "\n"
 
 
-@needs_einsum_plan
-def test_explain_reports_a_bad_expression(capsys):
+def test_explain_reports_a_bad_expression_and_extents(capsys):
     assert main(["explain", "ij,jk->iq", "64x32", "32x16"]) == 2
-    assert "ExpressionError" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("tenalg explain: ExpressionError: ") and "'q'" in err
+    assert main(["explain", "ij,jk->ik", "2x3", "4x4"]) == 2
+    assert capsys.readouterr().err.startswith("tenalg explain: ExtentError: mode 'j'")
 
 
 def test_explain_reports_a_bad_dtype(capsys):

@@ -79,9 +79,6 @@ def _explain(args):
 
     dtype = storage_type(args.dtype, "--dtype")
     descriptors = [ta.TensorDescriptor.contiguous(shape, dtype) for shape in args.shapes]
-    if not hasattr(ta, "einsum_plan"):  # until the einsum front end lands
-        print("tenalg explain: tenalg.einsum_plan is not available yet", file=sys.stderr)
-        return 2
     print(ta.einsum_plan(args.expression, *descriptors).explain())
     return 0
 
