@@ -254,7 +254,7 @@ class Pairwise:
         item = np.dtype(self.op.compute).itemsize
 
         def candidates(group, *layouts):
-            return sorted({natural_order(s, group) for s in layouts})
+            return list(dict.fromkeys(natural_order(s, group) for s in layouts))
 
         best = None
         for rows, cols, ks in itertools.product(candidates(free_a, sa, sd),

@@ -267,7 +267,7 @@ class EinsumPlan:
         _check_optimize(optimize)
         self.view = None
         if (len(self.operands) == 1 and _is_view(self.modes[0], self.out_modes)
-                and dtype in (None, self.dtype) and compute_dtype is None):
+                and self.dtype == descriptors[0].dtype and compute_dtype is None):
             self.view = self._view_layout(descriptors[0])
         self.extents = Operation.sum_product(
             self.operands, out=self.dtype, out_modes=self.out_modes, compute=self.compute

@@ -1,0 +1,260 @@
+"""einsum and einsum_plan: NumPy's semantics, the seed's expressions, options, errors."""
+
+import threading
+
+import numpy as np
+import opt_einsum
+import pytest
+from dense.strategies import DTYPES, strided, tolerance, values, wide
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tenalg as ta
+from tenalg.einsum import PLANS, einsum, einsum_plan, parse
+
+SEED_EXPRESSIONS = [
+    ("ik,kj->ij", [(2, 3), (3, 2)]),
+    ("...ik,...kj->...ij", [(4, 2, 3), (4, 3, 5)]),
+    ("...ik,...kj->...ij", [(4, 1, 2, 3), (5, 3, 2)]),
+    ("abc,cde->abde", [(2, 3, 4), (4, 2, 3)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("ii->i", [(3, 3)]),
+    ("ii->", [(3, 3)]),
+    ("ijk->ki", [(2, 3, 4)]),
+    (",ij->ij", [(), (2, 3)]),
+]
+
+
+def _close(got, expected, dtype, scale):
+    tol = tolerance(dtype)
+    atol = 8 * tol * (np.max(scale, initial=0) + 1)
+    np.testing.assert_allclose(wide(got), expected, rtol=8 * tol, atol=atol)
+
+
+@pytest.mark.parametrize(("expr", "shapes"), SEED_EXPRESSIONS)
+def test_seed_expressions(expr, shapes):
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s) for s in shapes]
+    got = einsum(expr, *arrays)
+    expected = np.einsum(expr, *arrays)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_ellipsis_without_output_ellipsis_sums_it():
+    """The seed's `...i->i`: the axes the ellipsis stands for are reduced."""
+    a = np.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_allclose(einsum("...i->i", a), a.sum(axis=(0, 1)))
+
+
+@st.composite
+def expressions(draw):
+    """A NumPy-valid expression with operands: repeats, ellipses, broadcasting, implicit."""
+    letters = draw(st.lists(st.sampled_from("abcdAB"), min_size=1, max_size=5, unique=True))
+    extents = {m: draw(st.integers(0, 4) if draw(st.integers(0, 7)) == 0 else st.integers(1, 4))
+               for m in letters}
+    dots = draw(st.lists(st.integers(1, 3), max_size=2))
+    n = draw(st.integers(1, 3))
+    terms, shapes, any_dots = [], [], False
+    for _ in range(n):
+        term = draw(st.lists(st.sampled_from(letters), max_size=3))
+        shape = [extents[m] for m in term]
+        if dots and draw(st.booleans()):
+            any_dots = True
+            width = draw(st.integers(0, len(dots)))
+            sub = [1 if draw(st.integers(0, 3)) == 0 else e for e in dots[len(dots) - width:]]
+            at = draw(st.integers(0, len(term)))
+            term, shape = term[:at] + ["..."] + term[at:], shape[:at] + sub + shape[at:]
+        terms.append("".join(term))
+        shapes.append(shape)
+    expr = ",".join(terms)
+    if draw(st.booleans()):
+        used = sorted({m for t in terms for m in t if m != "."})
+        out = draw(st.permutations(used))[: draw(st.integers(0, len(used)))]
+        out = list(out)
+        if any_dots:
+            out.insert(draw(st.integers(0, len(out))), "...")
+        expr += "->" + "".join(out)
+    spaced = draw(st.booleans())
+    if spaced:
+        expr = expr.replace(",", " , ")
+    return expr, shapes
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=expressions(), data=st.data())
+def test_matches_numpy(case, data):
+    expr, shapes = case
+    dtype = data.draw(st.sampled_from(DTYPES))
+    arrays = [data.draw(strided(s, dtype)) for s in shapes]
+    expected = np.einsum(expr, *map(wide, arrays))
+    scale = np.einsum(expr, *(np.abs(wide(x)) for x in arrays))
+    optimize = data.draw(st.sampled_from(["auto", "greedy", "optimal", False]))
+    got = einsum(expr, *arrays, optimize=optimize)
+    assert got.shape == expected.shape
+    assert got.dtype == np.dtype(dtype)
+    _close(got, expected, dtype, scale)
+
+
+def test_single_operand_views():
+    a = np.arange(27.0).reshape(3, 3, 3)
+    for expr in ("ijk->kji", "iij->ij", "iii->i", "ijk", "...k->k..."):
+        got = einsum(expr, a)
+        assert np.shares_memory(got, a), expr
+        np.testing.assert_array_equal(got, np.einsum(expr, a))
+    assert not np.shares_memory(einsum("ijk->ij", a), a)
+    assert not np.shares_memory(einsum("ij->ji", a[0], dtype=np.float32), a)
+    assert "a view" in einsum_plan("ii->i", a[0]).explain()
+
+
+def test_interleaved_form():
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    np.testing.assert_allclose(einsum(a, [0, 1], b, [1, 2], [0, 2]), a @ b)
+    np.testing.assert_allclose(einsum(a, [0, 1], b, [1, 2]), a @ b)
+    np.testing.assert_allclose(einsum(a, [Ellipsis, 1], b, [1, 27], [Ellipsis, 27]), a @ b)
+
+
+def test_options_dtype_compute_out_order():
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((6, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 4)).astype(np.float32)
+    expected = wide(a) @ wide(b)
+    assert einsum("ik,kj->ij", a, b, dtype=np.float64).dtype == np.float64
+    got = einsum("ik,kj->ij", a, b, compute_dtype=np.float64)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    out = np.empty((4, 6), np.float64).T
+    assert einsum("ik,kj->ij", a, b, out=out) is out
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+    c_order = einsum("ik,kj->ji", a, b, order="C")
+    assert c_order.flags.c_contiguous
+    np.testing.assert_allclose(c_order, expected.T, rtol=1e-5)
+    out3 = np.empty((6, 4), np.float32)
+    einsum("ij,jk,kl->il", a, b, np.eye(4, dtype=np.float32), out=out3)
+    np.testing.assert_allclose(out3, expected, rtol=1e-5)
+    with pytest.raises(ta.DTypeError):
+        einsum("ij->", np.ones(2, np.float64).reshape(1, 2), compute_dtype=np.float32)
+
+
+@pytest.mark.parametrize("optimize", ["auto", "greedy", "optimal", "dp", True, False,
+                                      [(0, 2), (0, 1)], opt_einsum.paths.DynamicProgramming()])
+def test_path_options(optimize):
+    rng = np.random.default_rng(5)
+    a, b, c = (rng.standard_normal(s) for s in ((10, 3), (3, 10), (10, 3)))
+    plan = einsum_plan("ij,jk,kl->il", a, b, c, optimize=optimize)
+    np.testing.assert_allclose(plan(a, b, c), a @ b @ c, rtol=1e-12)
+    if isinstance(optimize, list):
+        assert plan.path == optimize
+    text = plan.explain()
+    assert "path" in text and "GEMM" in text and "FLOPs" in text and "bytes" in text
+
+
+def test_plan_takes_descriptors_and_caches():
+    d = ta.TensorDescriptor.contiguous((3, 3), np.float64)
+    plan = einsum_plan("ij,jk->ik", d, d)
+    x = np.arange(9.0).reshape(3, 3)
+    np.testing.assert_allclose(plan(x, x), x @ x)
+    PLANS.clear()
+    einsum("ij,jk->ik", x, x)
+    einsum("ij,jk->ik", x + 1, x)
+    assert len(PLANS) == 1
+    einsum("ij,jk->ik", x.T, x)
+    assert len(PLANS) == 2
+
+
+def test_thread_safe_cache():
+    rng = np.random.default_rng(6)
+    arrays = [rng.standard_normal((8, 8)) for _ in range(4)]
+    expected = np.einsum("ij,jk->ik", arrays[0], arrays[1])
+    errors = []
+
+    def work():
+        for _ in range(50):
+            if not np.allclose(einsum("ij,jk->ik", arrays[0], arrays[1]), expected):
+                errors.append("mismatch")
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_half_and_complex():
+    rng = np.random.default_rng(7)
+    for dtype in (np.float16, ta.bfloat16, np.complex64):
+        a, b = values(rng, (8, 8), dtype), values(rng, (8, 8), dtype)
+        got = einsum("ij,jk->ik", a, b)
+        assert got.dtype == np.dtype(dtype)
+        _close(got, wide(a) @ wide(b), dtype, np.abs(wide(a)) @ np.abs(wide(b)))
+
+
+@pytest.mark.parametrize(
+    ("expr", "position", "match"),
+    [
+        ("ij,jk->i%", 8, "invalid character"),
+        ("i.j->ij", 1, "three dots"),
+        ("...i...->i", 4, "at most one ellipsis"),
+        ("ij->i->j", 5, "more than one"),
+        ("ij->ii", 5, "appears twice"),
+        ("ij->k", 4, "in no input"),
+        ("ij>k", 2, "arrow"),
+        ("ij->i,j", 5, "single term"),
+    ],
+)
+def test_parse_errors_carry_position(expr, position, match):
+    with pytest.raises(ta.ExpressionError, match=match) as info:
+        parse(expr)
+    assert info.value.position == position
+    assert info.value.expression == expr
+
+
+def test_binding_errors():
+    a = np.ones((2, 3))
+    with pytest.raises(ta.ExpressionError, match="rank 2") as info:
+        einsum("ij,ijk->", a, a)
+    assert info.value.position == 3
+    with pytest.raises(ta.ExpressionError, match="label 'i' repeats") as info:
+        einsum("ii->i", a)
+    assert info.value.position == 1
+    with pytest.raises(ta.InputCountError):
+        einsum("ij,jk->ik", a)
+    with pytest.raises(ta.ExtentError, match="'j'"):
+        einsum("ij,jk->ik", a, a)
+    with pytest.raises(ta.ExpressionError, match="label"):
+        einsum(a, [0, 60])
+    with pytest.raises(ta.ExpressionError):
+        einsum(a, 5)
+    with pytest.raises(ta.DTypeError, match="int64"):
+        einsum("ij->", np.ones((2, 2), np.int64))
+    with pytest.raises(ta.DescriptorError):
+        einsum("ij->", "text")
+    with pytest.raises(ta.OperationError, match="optimize"):
+        einsum("ij->", a, optimize="fastest")
+    with pytest.raises(ta.OperationError, match="order"):
+        einsum("ij->", a, order="F")
+    with pytest.raises(ta.ExpressionError, match="must be a string"):
+        parse(3)
+
+
+def test_plan_execution_errors():
+    a = np.ones((2, 3))
+    plan = einsum_plan("ij,jk->ik", a, a.T)
+    with pytest.raises(ta.InputCountError):
+        plan(a)
+    with pytest.raises(ta.InputMismatchError, match="operand 1"):
+        plan(a, a.T.copy())
+    with pytest.raises(ta.InputMismatchError, match="numpy"):
+        plan(a, [[1.0]])
+    with pytest.raises(ta.OutputMismatchError, match="extents"):
+        plan(a, a.T, out=np.empty((3, 3)))
+    with pytest.raises(ta.OutputMismatchError, match="read-only"):
+        out = np.empty((2, 2))
+        out.flags.writeable = False
+        plan(a, a.T, out=out)
+    with pytest.raises(ta.AliasError):
+        square = np.ones((3, 3))
+        einsum("ij,jk->ik", square, square, out=square)
