@@ -4,8 +4,9 @@ Engines: ``tenalg`` (block-sparse, tenalg.symmetric), ``dense-numpy`` and ``dens
 (the same operation on the dense arrays), ``blocks-alone`` (only the dense contractions
 of the matching block pairs, np.tensordot one by one: the floor for any block-sparse
 engine), and TeNPy / symmray where they import (legs sorted and bunched, one block per
-charge). Results of the engines differ in type, so the setup checks them against each
-other once (``compare=False``).
+charge; symmray both in its default mode, which fuses legs, and block by block).
+Results of the engines differ in type, so the setup checks them against each other once
+(``compare=False``).
 
 >>> names = [w.name for w in workloads()]
 >>> "sym-mps-theta-chi256-s9-f64" in names and "sym-trace-4leg-chi64-s9-f64" in names
@@ -110,6 +111,8 @@ def _mps_theta(chi, sectors, quick=False):
             _check("symmray", symmray.tensordot(sa, sb, axes=((2,), (0,))).to_dense(),
                    expected)
             engines["symmray"] = lambda: symmray.tensordot(sa, sb, axes=((2,), (0,)))
+            engines["symmray-blockwise"] = lambda: symmray.tensordot(
+                sa, sb, axes=((2,), (0,)), mode="blockwise")
         return engines
 
     return Workload(f"sym-mps-theta-chi{chi}-s{sectors}-f64", "symmetric", setup,
