@@ -1,4 +1,4 @@
-"""Symmetric (U(1)) workloads: an MPS step, a 4-leg trace, many small blocks.
+"""Symmetric (U(1)) workloads: MPS steps, a 4-leg trace, many small blocks.
 
 Engines: ``tenalg`` (block-sparse, tenalg.symmetric), ``dense-numpy`` and ``dense-tenalg``
 (the same operation on the dense arrays), ``blocks-alone`` (only the dense contractions
@@ -67,56 +67,86 @@ def _check(name, got, expected):
         raise AssertionError(f"{name} disagrees with the dense result")
 
 
-def _pairs(a, b):
-    """The block pairs a contraction over a's last and b's first leg multiplies."""
-    by_charge = {}
-    for key, block in b.blocks.items():
-        by_charge.setdefault(key[0], []).append(block)
-    return [(x, y) for key, x in a.blocks.items() for y in by_charge.get(key[-1], ())]
+def _keys_by(keys, axes):
+    grouped = {}
+    for key in keys:
+        grouped.setdefault(tuple(key[ax] for ax in axes), []).append(key)
+    return grouped
 
 
-def _theta_flops(bond):
-    """Flops of the block pairs of theta = A B (A, B with legs bond, PHYS, bond.conj())."""
-    legs = (bond, PHYS, bond.conj())
-    keys = allowed_keys(bond.group, legs, 0)
-    shapes = [block_shape(legs, k) for k in keys]
-    return sum(2.0 * np.prod(x) * np.prod(y[1:]) for x in shapes for y in shapes
-               if x[2] == y[0])
+def _pairs(a, axes_a, b, axes_b):
+    """The block pairs ``(block_a, block_b)`` the contraction multiplies."""
+    by_charge = _keys_by(b.blocks, axes_b)
+    return [(a.blocks[ka], b.blocks[kb]) for ka in a.blocks
+            for kb in by_charge.get(tuple(ka[ax] for ax in axes_a), ())]
+
+
+def _flops(legs_a, axes_a, legs_b, axes_b):
+    """Flops of the block pairs, from the structure alone (no data)."""
+    keys_b = _keys_by(allowed_keys(legs_b[0].group, legs_b, 0), axes_b)
+    total = 0.0
+    for ka in allowed_keys(legs_a[0].group, legs_a, 0):
+        size_a = np.prod(block_shape(legs_a, ka))
+        for kb in keys_b.get(tuple(ka[ax] for ax in axes_a), ()):
+            shape_b = block_shape(legs_b, kb)
+            total += 2.0 * size_a * np.prod(shape_b) / np.prod([shape_b[ax] for ax in axes_b])
+    return total
+
+
+def _contraction(name, legs_a, legs_b, expression, quick=False):
+    """One contraction of two random flux-0 tensors, ``expression`` like "lpm,mqr->lpqr"."""
+    inputs, out = expression.split("->")
+    ma, mb = inputs.split(",")
+    shared = [m for m in ma if m in mb]
+    axes = ([ma.index(m) for m in shared], [mb.index(m) for m in shared])
+    free = [m for m in ma + mb if m not in shared]
+
+    def setup():
+        a = sym.BlockTensor.random(legs_a, rng=1)
+        b = sym.BlockTensor.random(legs_b, rng=2)
+        pairs = _pairs(a, axes[0], b, axes[1])
+        da, db = a.to_dense(), b.to_dense()
+        expected = np.einsum(expression, da, db)
+        _check("tenalg", sym.contract(a, ma, b, mb, out).to_dense(), expected)
+        engines = {
+            "tenalg": lambda: sym.contract(a, ma, b, mb, out),
+            "dense-numpy": lambda: np.einsum(expression, da, db, optimize=True),
+            "dense-tenalg": lambda: ta.einsum(expression, da, db),
+            "blocks-alone": lambda: [np.tensordot(x, y, axes=axes) for x, y in pairs],
+        }
+        order = [free.index(m) for m in out]
+        if npc is not None:
+            ta_, tb = _tenpy(a), _tenpy(b)
+            got = npc.tensordot(ta_, tb, axes=axes).to_ndarray().transpose(order)
+            _check("tenpy", got, expected)
+            engines["tenpy"] = lambda: npc.tensordot(ta_, tb, axes=axes)
+        if symmray is not None:
+            sa, sb = _symmray(a), _symmray(b)
+            got = symmray.tensordot(sa, sb, axes=axes).to_dense().transpose(order)
+            _check("symmray", got, expected)
+            engines["symmray"] = lambda: symmray.tensordot(sa, sb, axes=axes)
+            engines["symmray-blockwise"] = lambda: symmray.tensordot(sa, sb, axes=axes,
+                                                                     mode="blockwise")
+        return engines
+
+    return Workload(name, "symmetric", setup, limit="gemm-f64",
+                    flops=_flops(legs_a, axes[0], legs_b, axes[1]), quick=quick, compare=False)
 
 
 def _mps_theta(chi, sectors, quick=False):
     """theta[l, p, q, r] = A[l, p, m] B[m, q, r]: the two-site step of an MPS sweep."""
     bond = bond_leg(chi, sectors)
+    legs = (bond, PHYS, bond.conj())
+    return _contraction(f"sym-mps-theta-chi{chi}-s{sectors}-f64", legs, legs, "lpm,mqr->lpqr",
+                        quick)
 
-    def setup():
-        legs = (bond, PHYS, bond.conj())
-        a = sym.BlockTensor.random(legs, rng=1)
-        b = sym.BlockTensor.random(legs, rng=2)
-        pairs = _pairs(a, b)
-        da, db = a.to_dense(), b.to_dense()
-        expected = np.tensordot(da, db, axes=(2, 0))
-        _check("tenalg", sym.contract(a, "lpm", b, "mqr", "lpqr").to_dense(), expected)
-        engines = {
-            "tenalg": lambda: sym.contract(a, "lpm", b, "mqr", "lpqr"),
-            "dense-numpy": lambda: np.tensordot(da, db, axes=(2, 0)),
-            "dense-tenalg": lambda: ta.einsum("lpm,mqr->lpqr", da, db),
-            "blocks-alone": lambda: [np.tensordot(x, y, axes=(2, 0)) for x, y in pairs],
-        }
-        if npc is not None:
-            ta_, tb = _tenpy(a), _tenpy(b)
-            _check("tenpy", npc.tensordot(ta_, tb, axes=(2, 0)).to_ndarray(), expected)
-            engines["tenpy"] = lambda: npc.tensordot(ta_, tb, axes=(2, 0))
-        if symmray is not None:
-            sa, sb = _symmray(a), _symmray(b)
-            _check("symmray", symmray.tensordot(sa, sb, axes=((2,), (0,))).to_dense(),
-                   expected)
-            engines["symmray"] = lambda: symmray.tensordot(sa, sb, axes=((2,), (0,)))
-            engines["symmray-blockwise"] = lambda: symmray.tensordot(
-                sa, sb, axes=((2,), (0,)), mode="blockwise")
-        return engines
 
-    return Workload(f"sym-mps-theta-chi{chi}-s{sectors}-f64", "symmetric", setup,
-                    limit="gemm-f64", flops=_theta_flops(bond), quick=quick, compare=False)
+def _mps_environment(chi, sectors):
+    """E[r, s] = A[l, p, r] A*[l, p, s]: each output block sums over several block pairs."""
+    bond = bond_leg(chi, sectors)
+    legs = (bond, PHYS, bond.conj())
+    return _contraction(f"sym-mps-env-chi{chi}-s{sectors}-f64", legs,
+                        tuple(leg.conj() for leg in legs), "lpr,lps->rs")
 
 
 def _trace_4leg(chi, sectors, quick=False):
@@ -158,6 +188,7 @@ def workloads():
         _mps_theta(1024, 15),
         *(_mps_theta(512, s) for s in (1, 2, 4, 16)),
         _mps_theta(64, 41),  # many small blocks: per-block overhead
+        _mps_environment(512, 9),
         _trace_4leg(64, 9, quick=True),
         _trace_4leg(128, 13),
     ]
