@@ -184,7 +184,7 @@ def _rounders(r):
 
 
 def accuracy(d=20, n=32, r=30):
-    """Rows (case, engine, seconds, relative error, max rank) of four roundings.
+    """Rows (case, engine, seconds of the second call, relative error, max rank).
 
     - "random": a + b for independent random trains (rank 2r), truncated to rank r;
     - "near": a + (a + 1e-3 c) (rank 3r stored, close to rank r), truncated to rank r;
@@ -201,6 +201,7 @@ def accuracy(d=20, n=32, r=30):
     for case, (trains, cap) in cases.items():
         exact = trains[0] + trains[1]
         for engine, rounder in _rounders(cap).items():
+            rounder(trains)  # warm-up: kernels compile on first use
             start = time.perf_counter()
             y = rounder(trains)
             seconds = time.perf_counter() - start
