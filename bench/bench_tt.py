@@ -133,7 +133,7 @@ def _pack(count, d, n, r):
         return fns
 
     return Workload(f"tt-pack-{count}-d{d}-n{n}-r{r}-add-round", "tt", setup, compare=False,
-                    quick=count <= 256)
+                    quick=count <= 128)
 
 
 def _delta_products(count, d, n):
@@ -156,7 +156,7 @@ def _delta_products(count, d, n):
 
         return {"tenalg": partial(run, "contiguous"), "tenalg-fiber": partial(run, "fiber")}
 
-    return Workload(f"tt-delta{count}-d{d}-n{n}-sum-hadamard", "tt", setup, quick=True)
+    return Workload(f"tt-delta{count}-d{d}-n{n}-sum-hadamard", "tt", setup)
 
 
 def workloads():
@@ -167,7 +167,7 @@ def workloads():
         _round_sum_many(10, 10, 16, 10),
         _tt_svd(4, 10, 8),
         _pack(4096, 6, 16, 8),
-        _pack(256, 6, 16, 8),
+        _pack(128, 6, 16, 8),
         _delta_products(32, 6, 8),
     ]
 
