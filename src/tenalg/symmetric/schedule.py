@@ -4,7 +4,8 @@ Python and plan overhead per block (tens of microseconds) dominate small blocks,
 members (block pairs of a contraction, blocks of a trace) whose operands are small are
 grouped by shape; each group's operands are stacked and go through one dense plan with an
 extra batch mode. Large members run one by one, straight from and into their blocks. An
-output block is then a view of its group's result, plus the other members it sums over.
+output block is then (a copy of) its slice of the group's result, plus the other members
+it sums over.
 
 >>> s = Schedule([("x", (2,), ((0,), (1,))), ("y", (2,), ((2,),))], lambda m: ((2, 2),))
 >>> len(s.batches), [len(members) for members in s.batches.values()]
@@ -60,7 +61,7 @@ class Schedule:
                 if signature is not None:
                     part = stacks[signature][ref, ...]
                     if block is None:
-                        block = part
+                        block = part.copy()  # an own array: views cost a bounds check
                     else:
                         block += part
                 elif block is None:
