@@ -26,7 +26,7 @@ import opt_einsum
 
 from .descriptors import Operand, TensorDescriptor, Unary
 from .dtypes import is_complex
-from .operations import Operation
+from .operations import Operation, resolve_extents
 
 _LINEAR = (Unary.IDENTITY, Unary.CONJUGATE)
 
@@ -172,8 +172,17 @@ class _Side:
         source = Operand(TensorDescriptor([self.extents[m] for m in folded],
                                           [self.strides[m] for m in folded],
                                           self.operand.dtype), folded, unary)
-        target = dict(out=self.compute, out_modes=self.batch + rows + cols, order="C",
-                      compute=self.compute)
+        order = self.batch + rows + cols
+        target = dict(out=self.compute, out_modes=order, order="C", compute=self.compute)
+        self.streams = None
+        if not self.summed and unary in _LINEAR and order and order[-1] == min(
+                folded, key=lambda m: abs(self.strides[m])):
+            # the innermost axis stays innermost: NumPy's strided copy streams it well
+            self.streams = tuple(folded.index(m) for m in order)
+            self.target_shape, self.conjugate_copy = tuple(self.extents[m] for m in order), (
+                unary is Unary.CONJUGATE and is_complex(self.compute))
+            self.plan = "numpy copy"
+            return
         if self.summed:
             self.plan = Plan(Operation.reduction(source, **target))
         else:
@@ -183,8 +192,18 @@ class _Side:
         """The operand as a ``(*batch, rows, cols)`` array in the compute type."""
         if self.plan is None:
             return self.view(array)
-        x = self.plan.execute(self.view(array), alpha=alpha if self.alpha else 1)
-        return x.reshape(self.shape)
+        scale = alpha if self.alpha else 1
+        if self.streams is None:
+            return self.plan.execute(self.view(array), alpha=scale).reshape(self.shape)
+        x = self.view(array).transpose(self.streams)
+        result = np.empty(self.target_shape, self.compute)
+        if self.conjugate_copy:
+            np.conjugate(x, out=result)
+        else:
+            np.copyto(result, x, casting="unsafe")
+        if scale != 1:
+            result *= scale
+        return result.reshape(self.shape)
 
 
 class ContractionKernel:
@@ -363,7 +382,8 @@ class Pairwise:
 
     # -- explanation --------------------------------------------------------------------
     def explain(self):
-        g = self.groups
+        g = dict(self.groups, **{"free A": self.rows, "free B": self.cols,
+                                 "contracted": self.ks})
         lines = ["modes: " + "; ".join(f"{name} {_names(ms)}" for name, ms in g.items() if ms)]
         if self.direct:
             lines.append(f"kernel: direct strided sum of products (batch={self.batch_size})")
@@ -371,13 +391,17 @@ class Pairwise:
             lines.append(f"kernel: GEMM m={self.m} n={self.n} k={self.k} "
                          f"batch={self.batch_size} (np.matmul, {self.op.compute})"
                          + (", conjugated result" if self.conj_result else ""))
-        copies = [f"{name} ({side.copy})" for name, side in (("A", self.a), ("B", self.b))
-                  if side.plan is not None]
+        copies = [f"{name} ({side.copy}, {_method(side)})"
+                  for name, side in (("A", self.a), ("B", self.b)) if side.plan is not None]
         lines.append("copies: " + (", ".join(copies) if copies else "none"))
         lines.append("output: " + ("written directly by the GEMM" if self.out_matrix
                                    else "through a buffer and one epilogue pass"))
         lines.append(f"FLOPs: {flops(self.op):.3g}, bytes: {traffic(self.op):.3g}")
         return lines
+
+
+def _method(side):
+    return "NumPy strided copy" if side.streams is not None else "tenalg plan"
 
 
 def _names(modes):
@@ -430,6 +454,32 @@ def find_path(modes, out_modes, extents, optimize):
     return [tuple(step) for step in path]
 
 
+def gemm_layout(a, b, out_modes, dtype):
+    """A descriptor for the product of ``a`` and ``b`` that a GEMM writes directly.
+
+    Physically: modes in neither operand outermost, then batch modes, A's free modes,
+    and B's free modes innermost, each group in its operand's stride order.
+
+    >>> x = Operand(TensorDescriptor.contiguous((2, 3, 4), np.float32), "bij")
+    >>> y = Operand(TensorDescriptor.contiguous((2, 4, 5), np.float32), "bjk")
+    >>> gemm_layout(x, y, "bik", np.float32).strides
+    (15, 5, 1)
+    """
+    extents = resolve_extents([("A", a), ("B", b)])
+    sa, sb = fold(a), fold(b)
+    out_modes = tuple(out_modes)
+    rest = [m for m in out_modes if m not in sa and m not in sb]
+    batch = natural_order(sa, [m for m in out_modes if m in sa and m in sb])
+    free_a = natural_order(sa, [m for m in out_modes if m in sa and m not in sb])
+    free_b = natural_order(sb, [m for m in out_modes if m in sb and m not in sa])
+    strides, step = {}, 1
+    for m in reversed((*rest, *batch, *free_a, *free_b)):
+        strides[m] = step
+        step *= max(extents.get(m, 1), 1)
+    return TensorDescriptor([extents.get(m, 1) for m in out_modes],
+                            [strides[m] for m in out_modes], dtype)
+
+
 class Chain:
     """Pairwise contractions along ``path``; intermediates in the compute type.
 
@@ -451,13 +501,16 @@ class Chain:
             if len(picked) != 2:
                 raise ValueError(f"path step {pair} does not contract two operands")
             if last:
-                operation = Operation.contraction(*picked, addend, out=out, order=order,
+                target = out
+                if not isinstance(out, TensorDescriptor) and order == "K":
+                    target = gemm_layout(*picked, out_modes, out)
+                operation = Operation.contraction(*picked, addend, out=target, order=order,
                                                   out_modes=out_modes, compute=compute)
             else:
                 later = set(out_modes).union(*(x.modes for x in current))
                 modes = tuple(dict.fromkeys(m for x in picked for m in x.modes if m in later))
-                operation = Operation.contraction(*picked, out=compute, out_modes=modes,
-                                                  compute=compute)
+                operation = Operation.contraction(*picked, out=gemm_layout(*picked, modes, compute),
+                                                  out_modes=modes, compute=compute)
                 current.append(Operand(operation.output, modes))
             self.steps.append((tuple(sorted(pair)), make(operation), operation))
         from .plan import allocator
