@@ -112,6 +112,12 @@ class Viewer:
         order = tuple(kept.index(m) for g in groups for m in g) if not self.strided else ()
         self.perm = None if order == tuple(range(len(kept))) else order
 
+    @property
+    def identity(self):
+        """True when arrays of the planned layout are returned as they are."""
+        return (not self.strided and self.index is None and self.perm is None
+                and len(self.shape) == len(self.byte_strides))
+
     def __call__(self, array):
         if self.strided:
             return np.lib.stride_tricks.as_strided(array, self.shape, self.byte_strides)
@@ -316,9 +322,19 @@ class Pairwise:
             self.swap = n > 1 and sn != 1  # D is column-major: compute D^T = B^T A^T
             groups = tuple((m,) for m in self.groups["batch"]) + (rows, cols)
             self.out_view = _viewer(Operand(self.op.output, self.op.out_modes), groups)
+        # the arrays themselves are the GEMM's matrices: one np.matmul call and nothing else
+        self.plain = (self.out_matrix is not None and not self.swap and not self.conj_result
+                      and all(s.plan is None and s.view.identity and s.operand.descriptor.ndim
+                              == len(s.shape) and s.shape == s.operand.descriptor.extents
+                              for s in (self.a, self.b))
+                      and self.out_view.identity
+                      and self.out_view.shape == self.op.output.extents)
 
     # -- execution ----------------------------------------------------------------------
     def run(self, out, arrays, c, alpha, beta):
+        if self.plain and alpha == 1 and beta == 0:
+            np.matmul(arrays[0], arrays[1], out=out)
+            return
         if self.empty:
             return
         if self.zero or self.direct:
@@ -519,6 +535,9 @@ class Chain:
         self.path = [pair for pair, _, _ in self.steps]
 
     def run(self, out, arrays, c, alpha, beta):
+        if len(self.steps) == 1 and len(arrays) == 2:
+            self.steps[0][1].run(out, arrays, c, alpha, beta)
+            return
         arrays = list(arrays)
         for k, (pair, runner, _) in enumerate(self.steps):
             picked = [arrays[p] for p in pair]

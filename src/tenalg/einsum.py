@@ -306,7 +306,17 @@ class EinsumPlan:
 
     # -- execution ----------------------------------------------------------------------
     def __call__(self, *arrays, out=None):
-        self._check(arrays)
+        layouts = self._layouts
+        if len(arrays) != len(layouts):
+            self._check(arrays)
+        for x, layout in zip(arrays, layouts, strict=True):
+            if type(x) is not np.ndarray or (x.shape, x.strides, x.dtype) != layout:
+                self._check(arrays)
+                break
+        return self._run(arrays, out)
+
+    def _run(self, arrays, out):
+        """Execute on arrays already known to match the plan."""
         if self.view is not None and out is None:
             return strided_view(arrays[0], *self.view)
         if out is None:
@@ -451,10 +461,10 @@ def einsum(subscripts, *operands, out=None, dtype=None, compute_dtype=None, opti
     """
     if not isinstance(subscripts, str):
         subscripts, operands = interleaved((subscripts, *operands))
-    arrays = [_as_array(x, k) for k, x in enumerate(operands)]
-    key = (subscripts, tuple((x.shape, x.strides, x.dtype) for x in arrays), dtype,
-           compute_dtype, _hashable(optimize), order)
+    arrays = [x if type(x) is np.ndarray else _as_array(x, k) for k, x in enumerate(operands)]
+    key = (subscripts, dtype, compute_dtype, _hashable(optimize), order,
+           *[(x.shape, x.strides, x.dtype) for x in arrays])
     plan = PLANS.get(key, lambda: EinsumPlan(subscripts, *arrays, dtype=dtype,
                                              compute_dtype=compute_dtype, optimize=optimize,
                                              order=order))
-    return plan(*arrays, out=out)
+    return plan._run(arrays, out)
