@@ -79,7 +79,7 @@ def _round_sum_many(m, d, n, r):
         return fns
 
     return Workload(f"tt-round-sum{m}-d{d}-n{n}-r{r}", "tt", setup, compare=False,
-                    quick=True)
+                    quick=n * r <= 160)
 
 
 def _tt_svd(n, d, r):
@@ -165,6 +165,7 @@ def workloads():
         _round_sum2(20, 32, 30),
         _round_sum2(10, 16, 10),
         _round_sum_many(10, 10, 16, 10),
+        _round_sum_many(10, 8, 32, 20),
         _tt_svd(4, 10, 8),
         _pack(4096, 6, 16, 8),
         _pack(128, 6, 16, 8),
