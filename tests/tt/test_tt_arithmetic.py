@@ -115,6 +115,8 @@ def test_destructive_sum(storage):
     np.testing.assert_allclose(a.to_dense(), want)
     if storage == "fiber":
         assert a.cores[1].fiber(2, 2) is b_fiber
+    tt.add_(a, a)
+    np.testing.assert_allclose(a.to_dense(), 2 * want)
 
 
 def test_fiber_sum_copies_no_data():

@@ -53,6 +53,9 @@ def test_pack_destructive_sum(storage):
         assert q[pos].empty and p[pos].version == versions[pos] + 1
         np.testing.assert_allclose(p[pos].to_dense(), want[pos])
     assert p[0, 1] is train
+    twice = 2 * p[1, 1].to_dense()
+    tt.add_(p, p)
+    np.testing.assert_allclose(p[1, 1].to_dense(), twice)
 
 
 @pytest.mark.parametrize("method", tt.METHODS)

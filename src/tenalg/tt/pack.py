@@ -157,10 +157,11 @@ class TrainPack:
         return TrainPack(out)
 
     def add_(self, other):
-        """Trainwise a += b in place; every train of ``other`` is emptied."""
+        """Trainwise a += b in place; every train of ``other`` is emptied (unless it is
+        the train of ``self`` at the same position: ``tt.add_(p, p)`` doubles p)."""
         for pos, cores in list(self._sums(other, "add_")):
-            self[pos]._replace([TensorCore._wrap(c, self[pos].storage) for c in cores])
             other[pos].clear()
+            self[pos]._replace([TensorCore._wrap(c, self[pos].storage) for c in cores])
 
     def dot(self, other):
         """Trainwise <a, b> (a conjugated) as an (nvars, nblocks) array."""
