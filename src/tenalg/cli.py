@@ -14,6 +14,9 @@ import os
 import sys
 
 from . import __version__
+from .descriptors import TensorDescriptor
+from .dtypes import storage_type
+from .einsum import einsum_plan
 from .errors import TenalgError
 
 
@@ -73,18 +76,14 @@ def main(argv=None):
 
 
 def _explain(args):
-    import tenalg as ta
-
-    from .dtypes import storage_type
-
     dtype = storage_type(args.dtype, "--dtype")
-    descriptors = [ta.TensorDescriptor.contiguous(shape, dtype) for shape in args.shapes]
-    print(ta.einsum_plan(args.expression, *descriptors).explain())
+    descriptors = [TensorDescriptor.contiguous(shape, dtype) for shape in args.shapes]
+    print(einsum_plan(args.expression, *descriptors).explain())
     return 0
 
 
 def _bench(args):
-    from .bench import limits, registry, report, runner
+    from .bench import limits, registry, report, runner  # Numba and the workloads: lazily
 
     chosen = registry.select(registry.all_workloads(), quick=args.quick, only=args.only,
                              group=args.group)
