@@ -161,9 +161,10 @@ def partial_trace(a, pairs):
             raise DescriptorError(f"axes repeat in the trace pairs {pairs}")
         seen.update((i, j))
         n = min(a.shape[i], a.shape[j])
-        index[i] = index[j] = slice(0, n)
+        if a.shape[i] != a.shape[j]:  # trace the leading square
+            index[i] = index[j] = slice(0, n)
         labels[j] = labels[i]
-    if any(s.stop is not None for s in index):
+    if any(s != slice(None) for s in index):
         a = a[tuple(index)]
     kept = tuple(m for k, m in enumerate(labels) if k not in seen)
     return reduce(a, labels, kept)
