@@ -322,6 +322,13 @@ class Pairwise:
             self.swap = n > 1 and sn != 1  # D is column-major: compute D^T = B^T A^T
             groups = tuple((m,) for m in self.groups["batch"]) + (rows, cols)
             self.out_view = _viewer(Operand(self.op.output, self.op.out_modes), groups)
+        # NumPy casts a buffer into the output fast when the innermost axis stays innermost
+        modes = self.buffer_modes
+        self.cast_view = None
+        if not self.groups["broadcast"] and (not modes or modes[-1] == min(
+                modes, key=lambda m: abs(sd[m]))):
+            self.cast_view = _viewer(Operand(self.op.output, self.op.out_modes),
+                                     tuple((m,) for m in modes))
         # the arrays themselves are the GEMM's matrices: one np.matmul call and nothing else
         self.plain = (self.out_matrix is not None and not self.swap and not self.conj_result
                       and all(s.plan is None and s.view.identity and s.operand.descriptor.ndim
@@ -380,6 +387,11 @@ class Pairwise:
 
         A reduction plan over no modes: it takes the addend C, even C = out in place.
         """
+        if self.cast_view is not None and (c is None or beta == 0):
+            if alpha != 1:
+                np.multiply(t, alpha, out=t)
+            np.copyto(self.cast_view(out), t, casting="unsafe")
+            return
         plan = self._epilogues.get(t.dtype)
         if plan is None:
             op = self.op
@@ -410,8 +422,11 @@ class Pairwise:
         copies = [f"{name} ({side.copy}, {_method(side)})"
                   for name, side in (("A", self.a), ("B", self.b)) if side.plan is not None]
         lines.append("copies: " + (", ".join(copies) if copies else "none"))
-        lines.append("output: " + ("written directly by the GEMM" if self.out_matrix
-                                   else "through a buffer and one epilogue pass"))
+        if self.out_matrix:
+            lines.append("output: written directly by the GEMM")
+        else:
+            how = "a NumPy cast when C is unused" if self.cast_view else "a tenalg plan"
+            lines.append(f"output: through a buffer, then one pass ({how})")
         lines.append(f"FLOPs: {flops(self.op):.3g}, bytes: {traffic(self.op):.3g}")
         return lines
 
