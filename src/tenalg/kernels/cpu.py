@@ -44,11 +44,12 @@ _TABLES = {
 }
 _NO_TABLE = np.zeros(1, np.float32)
 
+_TILE_BYTES = 512  # permutation tiles: this many bytes of the compute type per side
 _ROW = 512     # elements per unit of the elementwise row kernel
 _CHUNK = 128   # row chunk summed pairwise by the reduction (NumPy's block size)
 _BLOCK = 16    # contributions accumulated naively before entering the cascade
 _LANES = 256   # outputs reduced side by side when the innermost axis is free
-_ROW_LANES = 16  # outputs reduced side by side when the innermost axis is reduced
+_ROW_BLOCK = 1 << 14  # elements read per step (lanes x row) when the innermost axis is reduced
 _MIN_ELEMENTS = 1 << 14  # below this NumPy's reference path has lower overhead
 _SERIAL_WORK = 1 << 19  # below this many elements a thread-pool launch costs more than it saves
 
@@ -607,7 +608,7 @@ def permute(out, a, *, alpha, unary, compute):
     (om, oo, os_, _), (am, ao, as_, ta) = _flat(out, True), _flat(a)
     strides = np.array([[os_[ax] for ax in order], [as_[ax] for ax in order]], np.int64)
     scal = _scalars([alpha], compute)
-    tile = max(16, 256 // np.dtype(compute).itemsize)
+    tile = max(8, _TILE_BYTES // np.dtype(compute).itemsize)
     _launch(_tiles_kernel, out.size, np.array([out.shape[ax] for ax in order], np.int64),
             np.array([oo, ao], np.int64), strides, om, am, ta, tile,
             _unary_code(unary, compute), scal[0] != 1, _fmt(out), scal)
@@ -643,7 +644,7 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     strides = np.array([[x[ax] for ax in order] or [0] for x in (os_, cs, as_)], np.int64)
     free_shape = [a.shape[ax] for ax in order] or [1]
     lanes = free_shape[-1]
-    lane_w = min(lanes, _LANES if row_len == 1 else _ROW_LANES)
+    lane_w = min(lanes, _LANES if row_len == 1 else max(4, _ROW_BLOCK // max(row_len, 1)))
     units = math.prod(free_shape[:-1]) * _ceil_div(lanes, lane_w)
     steps = math.prod(a.shape[ax] for ax in walk) * _ceil_div(row_len, _CHUNK)
     threads = _threads(a.size)
