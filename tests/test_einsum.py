@@ -258,3 +258,21 @@ def test_plan_execution_errors():
     with pytest.raises(ta.AliasError):
         square = np.ones((3, 3))
         einsum("ij,jk->ik", square, square, out=square)
+
+
+def test_descriptor_errors():
+    raw = np.zeros(17, np.uint8)[1:].view(np.float64)  # misaligned is fine, odd strides are not
+    odd = np.lib.stride_tricks.as_strided(np.zeros(8), (2,), (12,))
+    with pytest.raises(ta.DescriptorError, match="multiple of the item size"):
+        einsum("i->", odd)
+    assert einsum("i->", raw).item() == 0.0
+    with pytest.raises(ta.DescriptorError):
+        einsum_plan("ij->", ta.TensorDescriptor((2, 2), (2, 1), np.float64), object())
+
+
+def test_views_are_read_only_and_in_bounds():
+    a = np.arange(9.0).reshape(3, 3)
+    view = einsum("ii->i", a)
+    assert not view.flags.writeable
+    np.testing.assert_array_equal(view, [0.0, 4.0, 8.0])
+    np.testing.assert_array_equal(einsum("ii->i", a[::-1, ::-1]), [8.0, 4.0, 0.0])
