@@ -65,6 +65,8 @@ def test_contraction_matches_einsum(case, data):
     ua = data.draw(st.sampled_from(["identity", "conjugate"]))
     ub = data.draw(st.sampled_from(["identity", "conjugate"]))
     alpha = data.draw(st.sampled_from([1, 2.0, -0.5]))
+    if np.iscomplexobj(a) or np.iscomplexobj(b):
+        alpha = data.draw(st.sampled_from([alpha, 1j, 0.5 - 2j]))
     op = ta.Operation.contraction(ta.Operand(a, ma, ua), ta.Operand(b, mb, ub), out_modes=out)
     plan = ta.Plan(op)
     got = plan.execute(a, b, alpha=alpha)

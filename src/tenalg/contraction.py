@@ -568,7 +568,8 @@ class Chain:
                 arrays.append(result)
 
     def explain(self):
-        lines = [f"path: {self.path}"]
+        total = sum(flops(operation) for _, _, operation in self.steps)
+        lines = [f"path: {self.path} ({len(self.steps)} pairwise steps, {total:.3g} FLOPs)"]
         for k, (pair, runner, operation) in enumerate(self.steps):
             ins = " * ".join(_modes(x.modes) for x in operation.inputs)
             lines.append(f"step {k}: {pair} {ins} -> {_modes(operation.out_modes)}")
