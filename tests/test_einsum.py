@@ -276,3 +276,21 @@ def test_views_are_read_only_and_in_bounds():
     assert not view.flags.writeable
     np.testing.assert_array_equal(view, [0.0, 4.0, 8.0])
     np.testing.assert_array_equal(einsum("ii->i", a[::-1, ::-1]), [8.0, 4.0, 0.0])
+
+
+def test_python_scalars_take_the_arrays_dtype():
+    a = np.ones((2, 2), np.float32)
+    assert einsum(",ij->ij", 2.0, a).dtype == np.float32
+    assert einsum(",ij->ij", 2j, a).dtype == np.complex64
+    assert einsum(",ij->ij", np.float64(2), a).dtype == np.float64
+    assert einsum(",->", 2.0, 3.0).item() == 6.0
+
+
+def test_single_operand_into_out():
+    x = np.arange(6.0).reshape(3, 2)
+    out = np.empty((2, 3))
+    assert einsum("ij->ji", x, out=out) is out
+    np.testing.assert_array_equal(out, x.T)
+    diag = np.empty(3)
+    einsum("ii->i", np.arange(9.0).reshape(3, 3), out=diag)
+    np.testing.assert_array_equal(diag, [0.0, 4.0, 8.0])

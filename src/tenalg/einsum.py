@@ -209,20 +209,31 @@ def bind(parsed, shapes):
     return modes, out
 
 
-def _as_array(x, k):
+def _as_array(x, k, like=None):
+    """``x`` as an array; a Python number takes the dtype ``like`` of the array operands."""
     if isinstance(x, np.ndarray):
         return x
-    if isinstance(x, int | float | complex | np.number) and not isinstance(x, bool):
-        return np.asarray(x, np.complex128 if isinstance(x, complex | np.complexfloating)
-                          else np.float64)
+    if isinstance(x, np.number):
+        return np.asarray(x)
+    if isinstance(x, int | float | complex) and not isinstance(x, bool):
+        like = np.dtype(np.float64) if like is None else like
+        if isinstance(x, complex) and like.kind != "c":
+            like = np.result_type(like, np.complex64)
+        return np.asarray(x, like)
     raise DescriptorError(f"operand {k}: expected a numpy.ndarray or a number, "
                           f"got {type(x).__name__}")
 
 
-def _descriptor(x, k):
+def _shared_dtype(operands):
+    """The dtype all array (or descriptor) operands share, else None."""
+    dtypes = {x.dtype for x in operands if isinstance(x, np.ndarray | TensorDescriptor)}
+    return dtypes.pop() if len(dtypes) == 1 else None
+
+
+def _descriptor(x, k, like):
     if isinstance(x, TensorDescriptor):
         return x
-    return TensorDescriptor.from_array(_as_array(x, k), f"operand {k}")
+    return TensorDescriptor.from_array(_as_array(x, k, like), f"operand {k}")
 
 
 def _byte_layout(d):
@@ -252,7 +263,8 @@ class EinsumPlan:
         if not isinstance(subscripts, str):
             subscripts, operands = interleaved((subscripts, *operands))
         self.subscripts = subscripts
-        descriptors = [_descriptor(x, k) for k, x in enumerate(operands)]
+        like = _shared_dtype(operands)
+        descriptors = [_descriptor(x, k, like) for k, x in enumerate(operands)]
         parsed = parse(subscripts)
         self.modes, self.out_modes = bind(parsed, [d.extents for d in descriptors])
         self.operands = [Operand(d, ms, what=f"operand {k}")
@@ -461,7 +473,9 @@ def einsum(subscripts, *operands, out=None, dtype=None, compute_dtype=None, opti
     """
     if not isinstance(subscripts, str):
         subscripts, operands = interleaved((subscripts, *operands))
-    arrays = [x if type(x) is np.ndarray else _as_array(x, k) for k, x in enumerate(operands)]
+    like = None if all(type(x) is np.ndarray for x in operands) else _shared_dtype(operands)
+    arrays = [x if type(x) is np.ndarray else _as_array(x, k, like)
+              for k, x in enumerate(operands)]
     key = (subscripts, dtype, compute_dtype, _hashable(optimize), order,
            *[(x.shape, x.strides, x.dtype) for x in arrays])
     plan = PLANS.get(key, lambda: EinsumPlan(subscripts, *arrays, dtype=dtype,
