@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sym_helpers import DTYPES, GROUPS, close, flux_for, in_blocks, legs
 
+from tenalg import bfloat16
 from tenalg import symmetric as sym
 from tenalg.errors import DescriptorError, OperationError
 
@@ -115,3 +116,18 @@ def test_constructor_errors():
         t + sym.BlockTensor.random(legs_, flux=1, rng=0)
     with pytest.raises(OperationError, match="permutation"):
         sym.permute(t, (0, 0))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, bfloat16])
+def test_16_bit_blocks_accumulate_in_float32(dtype):
+    leg = sym.Leg(sym.U1(), [(0, 30), (1, 20)])
+    a = sym.BlockTensor.random((leg, leg.conj(), leg), flux=1, dtype=dtype, rng=0)
+    wide = a.to_dense().astype(np.float32)
+    assert np.isclose(a.norm(), np.linalg.norm(wide), rtol=1e-3)
+    c = sym.contract(a, "ijk", a.conj(), "ljk", "il")
+    assert c.dtype == dtype
+    expected = np.einsum("ijk,ljk->il", wide, wide)
+    assert np.allclose(c.to_dense().astype(np.float32), expected, rtol=2e-2,
+                       atol=2e-2 * np.abs(expected).max())
+    t = sym.trace(a, 0, 1)
+    assert np.allclose(t.to_dense().astype(np.float32), np.einsum("iik->k", wide), atol=0.3)

@@ -13,10 +13,12 @@ are C-contiguous arrays of one dtype.
 True
 """
 
+import math
 import numbers
 
 import numpy as np
 
+from ..api import norm_host
 from ..dtypes import result_type, storage_type
 from ..errors import DescriptorError, OperationError
 from . import dense
@@ -155,8 +157,8 @@ class BlockTensor:
         return self._new(legs, self.group.dual(self.flux), blocks, self.dtype, self.group)
 
     def norm(self):
-        """The Frobenius norm (a Python float)."""
-        return float(np.sqrt(sum(np.vdot(b, b).real for b in self.blocks.values())))
+        """The Frobenius norm (a Python float), from the dense layer's scaled block norms."""
+        return math.hypot(*(norm_host(b) for b in self.blocks.values()))
 
     def __mul__(self, scalar):
         if not isinstance(scalar, numbers.Number) or isinstance(scalar, bool):
