@@ -4,7 +4,8 @@ A traced pair must be a leg and its dual with equal sectors; only blocks carryin
 same charge on both legs of every pair lie on the diagonal. Each such block goes to a
 dense reduction plan over its diagonal view (summed strides: no transpose copy, no
 identity tensor), accumulating into the output block it maps to (beta = 1); small
-blocks of equal shapes are stacked into one batched reduction (:mod:`.schedule`).
+blocks of equal shapes have their diagonals (views) stacked into one batched reduction
+(:mod:`.schedule`).
 
 >>> import numpy as np
 >>> from tenalg.symmetric import U1, Leg, BlockTensor
@@ -19,6 +20,7 @@ import functools
 import numpy as np
 
 from ..errors import OperationError
+from ..views import diagonals
 from . import dense
 from .schedule import BATCH, Schedule
 from .sectors import block_shape
@@ -65,9 +67,13 @@ def partial_trace(t, pairs):
     def run_one(out, n, beta):
         return dense.trace_into(out, blocks_in[n], modes, kept, beta)
 
-    def run_batch(members, shape):
+    def run_batch(members, shape):  # stacks only the diagonals: survivors, one axis a pair
+        views = [diagonals(blocks_in[n], pairs) for n in members]
+        stack = np.empty((len(views),) + views[0].shape, t.dtype)  # C order, as plans expect
+        for k, view in enumerate(views):
+            stack[k] = view
         out = np.empty((len(members),) + shape, t.dtype)
-        return dense.trace_into(out, np.stack([blocks_in[n] for n in members]), (BATCH,) + modes,
+        return dense.trace_into(out, stack, (BATCH,) + kept + tuple(i for i, _ in pairs),
                                 (BATCH,) + kept, 0)
 
     blocks = schedule.execute(run_one, run_batch, t.dtype)
