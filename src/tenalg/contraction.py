@@ -103,7 +103,8 @@ class Viewer:
 
     def __init__(self, modes, extents, strides, itemsize, groups):
         folded = fold(Operand(TensorDescriptor(extents, strides, np.float64), modes))
-        self.shape = tuple(math.prod(extents_of(modes, extents)[m] for m in g) for g in groups)
+        extent_of = dict(zip(modes, extents, strict=True))
+        self.shape = tuple(math.prod(extent_of[m] for m in g) for g in groups)
         self.byte_strides = tuple(folded[g[-1]] * itemsize if g else itemsize for g in groups)
         self.strided = len(set(modes)) != len(modes)
         kept = [m for m, e in zip(modes, extents, strict=True) if e != 1]
@@ -115,8 +116,7 @@ class Viewer:
     @property
     def identity(self):
         """True when arrays of the planned layout are returned as they are."""
-        return (not self.strided and self.index is None and self.perm is None
-                and len(self.shape) == len(self.byte_strides))
+        return not self.strided and self.index is None and self.perm is None
 
     def __call__(self, array):
         if self.strided:
@@ -125,10 +125,6 @@ class Viewer:
         if self.perm is not None:
             x = x.transpose(self.perm)
         return x if x.shape == self.shape else x.reshape(self.shape)
-
-
-def extents_of(modes, extents):
-    return dict(zip(modes, extents, strict=True))
 
 
 def _viewer(operand, groups):
@@ -167,11 +163,11 @@ class _Side:
         from .plan import Plan
 
         self.copy = self.reason(rows, cols)
-        self.alpha = alpha
+        self.alpha, self.plan, self.streams = alpha, None, None
         groups = tuple((m,) for m in self.batch) + (rows, cols)
         self.shape = tuple(math.prod(self.extents[m] for m in g) for g in groups)
         if self.copy is None:
-            self.view, self.plan = _viewer(self.operand, groups), None
+            self.view = _viewer(self.operand, groups)
             return
         folded = tuple(self.strides)
         self.view = self.fold_view
@@ -180,14 +176,12 @@ class _Side:
                                           self.operand.dtype), folded, unary)
         order = self.batch + rows + cols
         target = dict(out=self.compute, out_modes=order, order="C", compute=self.compute)
-        self.streams = None
         if not self.summed and unary in _LINEAR and order and order[-1] == min(
                 folded, key=lambda m: abs(self.strides[m])):
             # the innermost axis stays innermost: NumPy's strided copy streams it well
             self.streams = tuple(folded.index(m) for m in order)
             self.target_shape, self.conjugate_copy = tuple(self.extents[m] for m in order), (
                 unary is Unary.CONJUGATE and is_complex(self.compute))
-            self.plan = "numpy copy"
             return
         if self.summed:
             self.plan = Plan(Operation.reduction(source, **target))
@@ -196,7 +190,7 @@ class _Side:
 
     def prepare(self, array, alpha):
         """The operand as a ``(*batch, rows, cols)`` array in the compute type."""
-        if self.plan is None:
+        if self.copy is None:
             return self.view(array)
         scale = alpha if self.alpha else 1
         if self.streams is None:
@@ -331,7 +325,7 @@ class Pairwise:
                                      tuple((m,) for m in modes))
         # the arrays themselves are the GEMM's matrices: one np.matmul call and nothing else
         self.plain = (self.out_matrix is not None and not self.swap and not self.conj_result
-                      and all(s.plan is None and s.view.identity and s.operand.descriptor.ndim
+                      and all(s.copy is None and s.view.identity and s.operand.descriptor.ndim
                               == len(s.shape) and s.shape == s.operand.descriptor.extents
                               for s in (self.a, self.b))
                       and self.out_view.identity
@@ -420,7 +414,7 @@ class Pairwise:
                          f"batch={self.batch_size} (np.matmul, {self.op.compute})"
                          + (", conjugated result" if self.conj_result else ""))
         copies = [f"{name} ({side.copy}, {_method(side)})"
-                  for name, side in (("A", self.a), ("B", self.b)) if side.plan is not None]
+                  for name, side in (("A", self.a), ("B", self.b)) if side.copy is not None]
         lines.append("copies: " + (", ".join(copies) if copies else "none"))
         if self.out_matrix:
             lines.append("output: written directly by the GEMM")
