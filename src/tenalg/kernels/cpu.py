@@ -50,7 +50,9 @@ _CHUNK = 128   # row chunk summed pairwise by the reduction (NumPy's block size)
 _BLOCK = 16    # contributions accumulated naively before entering the cascade
 _LANES = 256   # outputs reduced side by side when the innermost axis is free
 _ROW_BLOCK = 1 << 14  # elements read per step (lanes x row) when the innermost axis is reduced
-_MIN_ELEMENTS = 1 << 14  # below this NumPy's reference path has lower overhead
+# Below these sizes NumPy's reference path has lower overhead (measured on contiguous data)
+_MIN_ELEMENTS = {"permutation": 1 << 15, "reduction": 1 << 18, "elementwise_binary": 1 << 18,
+                 "elementwise_trinary": 1 << 18}
 _SERIAL_WORK = 1 << 19  # below this many elements a thread-pool launch costs more than it saves
 
 
@@ -519,20 +521,22 @@ def _flat(x, writeable=False):
 
 
 def _threads(work):
-    return get_num_threads() if work >= _SERIAL_WORK else 1
+    """(threads to use, the caller's setting): small problems run on one thread."""
+    current = get_num_threads()
+    return (current if work >= _SERIAL_WORK else 1), current
 
 
-def _launch(kernel, work, *args):
-    """Run ``kernel(*args)``; small problems run on the calling thread alone."""
-    threads = get_num_threads()
-    if _threads(work) == threads:
+def _launch(kernel, threads, *args):
+    """Run ``kernel(*args)`` on ``threads[0]`` threads, restoring the caller's setting."""
+    use, current = threads
+    if use == current:
         kernel(*args)
         return
-    set_num_threads(1)
+    set_num_threads(use)
     try:
         kernel(*args)
     finally:
-        set_num_threads(threads)
+        set_num_threads(current)
 
 
 def _ceil_div(n, d):
@@ -561,9 +565,8 @@ def supports(kind, dtypes, ndim, elements):
     >>> supports("reduction", (np.dtype(np.float32),) * 2, 2, 1 << 20)
     True
     """
-    known = kind in ("permutation", "reduction", "elementwise_binary", "elementwise_trinary")
-    return known and elements >= _MIN_ELEMENTS and all(np.dtype(d) in STORAGE_TYPES
-                                                       for d in dtypes)
+    return elements >= _MIN_ELEMENTS.get(kind, math.inf) and all(
+        np.dtype(d) in STORAGE_TYPES for d in dtypes)
 
 
 def _run_rows(out, inputs, unaries, ops, scalars, compute):
@@ -581,9 +584,9 @@ def _run_rows(out, inputs, unaries, ops, scalars, compute):
     codes = np.array([len(inputs)] + [_unary_code(u, compute) for u in unaries]
                      + [_IDENTITY] * (3 - len(unaries)) + [_OPS[o] for o in ops]
                      + [0] * (2 - len(ops)) + [_fmt(out)] + [s != 1 for s in scal], np.int64)
-    _launch(_rows_kernel, out.size * len(inputs), np.array(shape, np.int64), offs, strides,
-            flats[0][0], pad[0][0], pad[0][3], pad[1][0], pad[1][3], pad[2][0], pad[2][3], codes,
-            scal)
+    _launch(_rows_kernel, _threads(out.size * len(inputs)), np.array(shape, np.int64), offs,
+            strides, flats[0][0], pad[0][0], pad[0][3], pad[1][0], pad[1][3], pad[2][0],
+            pad[2][3], codes, scal)
 
 
 def permute(out, a, *, alpha, unary, compute):
@@ -609,7 +612,7 @@ def permute(out, a, *, alpha, unary, compute):
     strides = np.array([[os_[ax] for ax in order], [as_[ax] for ax in order]], np.int64)
     scal = _scalars([alpha], compute)
     tile = max(8, _TILE_BYTES // np.dtype(compute).itemsize)
-    _launch(_tiles_kernel, out.size, np.array([out.shape[ax] for ax in order], np.int64),
+    _launch(_tiles_kernel, _threads(out.size), np.array([out.shape[ax] for ax in order], np.int64),
             np.array([oo, ao], np.int64), strides, om, am, ta, tile,
             _unary_code(unary, compute), scal[0] != 1, _fmt(out), scal)
 
@@ -649,14 +652,14 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     steps = math.prod(a.shape[ax] for ax in walk) * _ceil_div(row_len, _CHUNK)
     threads = _threads(a.size)
     work = steps * lane_w * min(row_len, _CHUNK)
-    nsplit = max(1, min(steps, 2 * threads // units, work // (1 << 15)))
+    nsplit = max(1, min(steps, 2 * threads[0] // units, work // (1 << 15)))
     blocks = _ceil_div(_ceil_div(steps, nsplit), _BLOCK if row_len == 1 else 1)
     levels = blocks.bit_length() + 1
     scal = _scalars([alpha, beta], compute)
     codes = np.array([_OPS[Reduce.coerce(op)], _unary_code(unary_a, compute),
                       _unary_code(unary_c, compute), scal[0] != 1, use_c, scal[1] != 1,
                       _fmt(out)], np.int64)
-    _launch(_reduce_kernel, a.size, np.array(free_shape, np.int64),
+    _launch(_reduce_kernel, threads, np.array(free_shape, np.int64),
             np.array([oo, co, ao], np.int64), strides, lanes, lane_w, row_len, row_stride,
             np.array([a.shape[ax] for ax in walk], np.int64),
             np.array([as_[ax] for ax in walk], np.int64), nsplit, levels,
