@@ -39,8 +39,8 @@ def pairs(draw):
         return [1 if extents[m] > 1 and draw(st.integers(0, 5)) == 0 and modes.count(m) == 1
                 else extents[m] for m in modes]
 
-    a = draw(strided(shape_of(modes_a), dtype_a))
-    b = draw(strided(shape_of(modes_b), dtype_b))
+    a = draw(strided(shape_of(modes_a), dtype_a, allow_broadcast=True))
+    b = draw(strided(shape_of(modes_b), dtype_b, allow_broadcast=True))
     return labels, extents, modes_a, modes_b, out, a, b
 
 

@@ -87,7 +87,7 @@ def expressions(draw):
 def test_matches_numpy(case, data):
     expr, shapes = case
     dtype = data.draw(st.sampled_from(DTYPES))
-    arrays = [data.draw(strided(s, dtype)) for s in shapes]
+    arrays = [data.draw(strided(s, dtype, allow_broadcast=True)) for s in shapes]
     expected = np.einsum(expr, *map(wide, arrays))
     scale = np.einsum(expr, *(np.abs(wide(x)) for x in arrays))
     optimize = data.draw(st.sampled_from(["auto", "greedy", "optimal", False]))
@@ -139,14 +139,15 @@ def test_options_dtype_compute_out_order():
 
 
 @pytest.mark.parametrize("optimize", ["auto", "greedy", "optimal", "dp", True, False,
-                                      [(0, 2), (0, 1)], opt_einsum.paths.DynamicProgramming()])
+                                      [(0, 2), (0, 1)], ["einsum_path", (1, 2), (0, 1)],
+                                      opt_einsum.paths.DynamicProgramming()])
 def test_path_options(optimize):
     rng = np.random.default_rng(5)
     a, b, c = (rng.standard_normal(s) for s in ((10, 3), (3, 10), (10, 3)))
     plan = einsum_plan("ij,jk,kl->il", a, b, c, optimize=optimize)
     np.testing.assert_allclose(plan(a, b, c), a @ b @ c, rtol=1e-12)
     if isinstance(optimize, list):
-        assert plan.path == optimize
+        assert plan.path == [step for step in optimize if step != "einsum_path"]
     text = plan.explain()
     assert "path" in text and "GEMM" in text and "FLOPs" in text and "bytes" in text
 
@@ -234,6 +235,11 @@ def test_binding_errors():
         einsum("ij->", "text")
     with pytest.raises(ta.OperationError, match="optimize"):
         einsum("ij->", a, optimize="fastest")
+    with pytest.raises(ta.OperationError, match="optimize"):
+        einsum("ij->", a, optimize=3)
+    for bad in ([(0, 1)] * 3, [(0, 0)], [(0, 1, 2)], [(0, 5)], []):
+        with pytest.raises(ta.OperationError, match="path"):
+            einsum("ij,jk,kl->il", a, a.T, a, optimize=bad)
     with pytest.raises(ta.OperationError, match="order"):
         einsum("ij->", a, order="F")
     with pytest.raises(ta.ExpressionError, match="must be a string"):

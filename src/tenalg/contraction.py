@@ -26,6 +26,7 @@ import opt_einsum
 
 from .descriptors import Operand, TensorDescriptor, Unary
 from .dtypes import is_complex
+from .errors import OperationError
 from .operations import Operation, resolve_extents
 
 _LINEAR = (Unary.IDENTITY, Unary.CONJUGATE)
@@ -462,12 +463,13 @@ def find_path(modes, out_modes, extents, optimize):
     >>> find_path(["ij", "jk", "kl"], "il", dict(i=100, j=2, k=100, l=2), "optimal")
     [(1, 2), (0, 1)]
     """
+    if isinstance(optimize, list | tuple):
+        steps = list(optimize[1:] if optimize and optimize[0] == "einsum_path" else optimize)
+        return check_path([tuple(step) for step in steps], len(modes))
     if len(modes) == 1:
         return [(0,)]
     if optimize is False:
         return [(0, 1)] * (len(modes) - 1)
-    if isinstance(optimize, list | tuple):
-        return [tuple(step) for step in optimize]
     symbols = {}
     for m in itertools.chain(*modes, out_modes):
         symbols.setdefault(m, opt_einsum.get_symbol(len(symbols)))
@@ -477,6 +479,24 @@ def find_path(modes, out_modes, extents, optimize):
     path, _ = opt_einsum.contract_path(expression, *shapes, shapes=True,
                                        optimize="auto" if optimize is True else optimize)
     return [tuple(step) for step in path]
+
+
+def check_path(path, n):
+    """``path`` if it contracts ``n`` operands down to one, one or two at a time.
+
+    >>> check_path([(0, 2), (0, 1)], 3)
+    [(0, 2), (0, 1)]
+    """
+    count = n
+    for step in path:
+        if not 1 <= len(step) <= 2 or len(set(step)) != len(step) or not all(
+                isinstance(p, int | np.integer) and 0 <= p < count for p in step):
+            raise OperationError(f"path step {step} is not one or two distinct positions "
+                                 f"among {count} operands (path {path})")
+        count -= len(step) - 1
+    if count != 1 or not path:
+        raise OperationError(f"path {path} leaves {count} operands of {n}, not one")
+    return path
 
 
 def gemm_layout(a, b, out_modes, dtype):
@@ -523,8 +543,6 @@ class Chain:
             last = k == len(path) - 1
             if len(picked) == 1:
                 picked.append(Operand(TensorDescriptor((), (), compute), ()))
-            if len(picked) != 2:
-                raise ValueError(f"path step {pair} does not contract two operands")
             if last:
                 target = out
                 if not isinstance(out, TensorDescriptor) and order == "K":

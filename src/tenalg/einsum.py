@@ -404,7 +404,9 @@ class _Single:
 
 
 def _check_optimize(optimize):
-    if isinstance(optimize, str | bool) and optimize not in OPTIMIZERS:
+    known = optimize in OPTIMIZERS if isinstance(optimize, str | bool) else (
+        isinstance(optimize, list | tuple) or callable(optimize))
+    if not known:
         raise OperationError(f"optimize={optimize!r}: use one of {OPTIMIZERS}, a path, or an "
                              "opt_einsum PathOptimizer")
 
