@@ -202,3 +202,14 @@ def test_helpers():
     assert blasable((1, 5), (5, 1)) and not blasable((3, 2), (3, 2))
     assert find_path(["ij"], "i", {"i": 2, "j": 2}, "auto") == [(0,)]
     assert find_path(["ij", "jk", "kl"], "il", {m: 2 for m in "ijkl"}, False) == [(0, 1)] * 2
+
+
+def test_sum_product_with_addend_and_conjugate():
+    rng = np.random.default_rng(8)
+    x, y, z = (values(rng, s, np.complex128) for s in ((3, 4), (4, 5), (5, 2)))
+    c = values(rng, (3, 2), np.complex128)
+    op = ta.Operation.sum_product(
+        [ta.Operand(x, "ij", "conjugate"), ta.Operand(y, "jk"), ta.Operand(z, "kl")],
+        ta.Operand(c, "il"), out_modes="il")
+    got = ta.Plan(op).execute(x, y, z, c, alpha=2j, beta=-1)
+    np.testing.assert_allclose(got, 2j * x.conj() @ y @ z - c, rtol=1e-12)
