@@ -91,7 +91,15 @@ def test_matches_numpy(case, data):
     expected = np.einsum(expr, *map(wide, arrays))
     scale = np.einsum(expr, *(np.abs(wide(x)) for x in arrays))
     optimize = data.draw(st.sampled_from(["auto", "greedy", "optimal", False]))
-    got = einsum(expr, *arrays, optimize=optimize)
+    how = data.draw(st.sampled_from(["K", "C", "out"]))
+    if how == "out":
+        out = data.draw(strided(expected.shape, dtype))
+        got = einsum(expr, *arrays, optimize=optimize, out=out)
+        assert got is out
+    else:
+        got = einsum(expr, *arrays, optimize=optimize, order=how)
+        assert how == "K" or got.flags.c_contiguous or any(
+            np.shares_memory(got, x) for x in arrays)
     assert got.shape == expected.shape
     assert got.dtype == np.dtype(dtype)
     _close(got, expected, dtype, scale)
