@@ -78,19 +78,20 @@ def _size(shape):
 
 
 def _factors(t, matrices, rows, cols, left, right, ranks):
-    """Left factor (row legs + bond) and right factor (bond.conj() + column legs)."""
+    """Left factor (row legs + bond) and right factor (bond.conj() + column legs).
+
+    Blocks are copies that own their memory (a view costs later plans a bounds check).
+    """
     bond = Leg(t.group, [(r, k) for r, k in ranks.items() if k > 0], dual=True)
     u_blocks, v_blocks = {}, {}
     for r in bond.charges:
         k = ranks[r]
         for charges, start, shape in rows.parts[r]:
             piece = left[r][start:start + _size(shape), :k]
-            u_blocks[charges + (r,)] = np.ascontiguousarray(piece.reshape(shape + (k,)),
-                                                            t.dtype)
+            u_blocks[charges + (r,)] = np.array(piece.reshape(shape + (k,)), t.dtype, order="C")
         for charges, start, shape in cols.parts[matrices[r][0]]:
             piece = right[r][:k, start:start + _size(shape)]
-            v_blocks[(r,) + charges] = np.ascontiguousarray(piece.reshape((k,) + shape),
-                                                            t.dtype)
+            v_blocks[(r,) + charges] = np.array(piece.reshape((k,) + shape), t.dtype, order="C")
     u = BlockTensor._new(rows.legs + (bond,), t.group.identity, u_blocks, t.dtype, t.group)
     v = BlockTensor._new((bond.conj(),) + cols.legs, t.flux, v_blocks, t.dtype, t.group)
     return u, v, bond
