@@ -27,7 +27,7 @@ from .errors import (
 )
 from .kernels import reference
 from .operations import Operation
-from .views import check_in_buffer
+from .views import check_in_buffer, made_by_numpy
 
 try:  # the Numba kernels; the plan falls back to the reference kernels without them
     from .kernels import cpu
@@ -235,7 +235,7 @@ class Plan:
             if not _strides_match(x.strides, strides, extents):
                 raise InputMismatchError(f"input {name}: byte strides {x.strides}, the plan has "
                                          f"{strides}")
-            if x.base is not None:
+            if not made_by_numpy(x):
                 check_in_buffer(x, 0, x.shape, [s // x.itemsize for s in x.strides],
                                 f"input {name}")
 

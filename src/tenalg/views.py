@@ -28,6 +28,19 @@ def _owner(a):
             return root
 
 
+def made_by_numpy(a):
+    """True when every view in ``a``'s chain of bases comes from NumPy's own indexing.
+
+    Slicing, transposes, reshapes and broadcasts cannot leave their buffer; only
+    layouts forced through an array interface (``as_strided``) can, and those are the
+    arrays whose bounds a plan checks.
+    """
+    base = a.base
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return base is None or isinstance(base, bytes | bytearray | memoryview)
+
+
 def _byte_bounds(shape, byte_strides):
     """(lowest, highest) byte offset of an element's first byte, or None when empty."""
     if 0 in shape:
