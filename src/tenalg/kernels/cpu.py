@@ -17,6 +17,7 @@ nearest even in :func:`_encode16`.
 [[0.0, 6.0], [2.0, 8.0], [4.0, 10.0]]
 """
 
+import functools
 import math
 
 import numpy as np
@@ -499,25 +500,34 @@ class _Memory:
                                     "typestr": typestr, "version": 3}
 
 
-def _flat(x, writeable=False):
-    """(memory, offset, strides, table): a 1-D view of the memory x spans and x's element
-    layout in it.  16-bit storage comes back as uint16 bits with its decoding table (else
-    a dummy).  Inputs are read-only views so that one specialisation serves all.  The view
-    does not keep x alive: use it only while x is referenced.
-    """
-    item = x.itemsize
-    strides = [s // item for s in x.strides]
-    lo = hi = 0
-    for e, st in zip(x.shape, strides, strict=True):
-        if st < 0:
-            lo += st * (e - 1)
-        else:
-            hi += st * (e - 1)
-    span = hi - lo + 1 if x.size else 0
+def _layout(x):
+    """The hashable layout of x: shape, byte strides, dtype (the key of cached preparations)."""
+    return x.shape, x.strides, x.dtype
+
+
+@functools.lru_cache(maxsize=1024)
+def _geometry(shape, strides, dtype):
+    """(offset of element 0 in the spanned memory, span, element strides) of a layout."""
+    item = dtype.itemsize
+    steps = tuple(st // item for st in strides)
+    lo = sum(st * (e - 1) for e, st in zip(shape, steps, strict=True) if st < 0)
+    hi = sum(st * (e - 1) for e, st in zip(shape, steps, strict=True) if st > 0)
+    return -lo, (hi - lo + 1 if math.prod(shape) else 0), steps
+
+
+def _memory(x, writeable=False):
+    """A 1-D view of the memory x spans (16-bit storage as uint16 bits).  Inputs are
+    read-only views so that one specialisation serves all.  The view does not keep x
+    alive: use it only while x is referenced."""
+    offset, span, _ = _geometry(*_layout(x))
     typestr = "<u2" if x.dtype in _FORMATS else x.dtype.str
-    address = x.__array_interface__["data"][0] + lo * item
-    memory = np.asarray(_Memory(address, span, typestr, writeable))
-    return memory, -lo, strides, _TABLES.get(x.dtype, _NO_TABLE)
+    address = x.__array_interface__["data"][0] - offset * x.itemsize
+    return np.asarray(_Memory(address, span, typestr, writeable))
+
+
+def _table(x):
+    """The float32 decoding table of 16-bit storage (a dummy for other dtypes)."""
+    return _TABLES.get(x.dtype, _NO_TABLE)
 
 
 def _threads(work):
@@ -569,24 +579,54 @@ def supports(kind, dtypes, ndim, elements):
         np.dtype(d) in STORAGE_TYPES for d in dtypes)
 
 
-def _run_rows(out, inputs, unaries, ops, scalars, compute):
-    """The elementwise row kernel over out and 1..3 inputs (axes sorted by out's strides)."""
-    arrays = [out, *inputs]
-    order = sorted(range(out.ndim), key=lambda ax: [-abs(x.strides[ax]) for x in arrays])
-    shape = [out.shape[ax] for ax in order] or [1]
-    flats = [_flat(out, True)] + [_flat(x) for x in inputs]
-    offs = np.array([f[1] for f in flats] + [0] * (4 - len(flats)), np.int64)
+@functools.lru_cache(maxsize=1024)
+def _rows_prep(layouts, codes):
+    """Kernel arguments of the row kernel: shape, offsets, strides (axes sorted by out's
+    strides, then the inputs'), codes."""
+    out_shape = layouts[0][0]
+    geometry = [_geometry(*x) for x in layouts]
+    order = sorted(range(len(out_shape)),
+                   key=lambda ax: [-abs(g[2][ax]) for g in geometry])
+    shape = [out_shape[ax] for ax in order] or [1]
+    offs = np.zeros(4, np.int64)
     strides = np.zeros((4, len(shape)), np.int64)
-    for k, f in enumerate(flats):
-        strides[k, : out.ndim] = [f[2][ax] for ax in order]
-    pad = flats[1:] + [flats[1]] * (4 - len(flats))
-    scal = _scalars(list(scalars) + [1] * (3 - len(scalars)), compute)
-    codes = np.array([len(inputs)] + [_unary_code(u, compute) for u in unaries]
-                     + [_IDENTITY] * (3 - len(unaries)) + [_OPS[o] for o in ops]
-                     + [0] * (2 - len(ops)) + [_fmt(out)] + [s != 1 for s in scal], np.int64)
-    _launch(_rows_kernel, _threads(out.size * len(inputs)), np.array(shape, np.int64), offs,
-            strides, flats[0][0], pad[0][0], pad[0][3], pad[1][0], pad[1][3], pad[2][0],
-            pad[2][3], codes, scal)
+    for k, g in enumerate(geometry):
+        offs[k] = g[0]
+        strides[k, : len(order)] = [g[2][ax] for ax in order]
+    return np.array(shape, np.int64), offs, strides, np.array(codes, np.int64)
+
+
+def _run_rows(out, inputs, unaries, ops, scalars, compute):
+    """The elementwise row kernel over out and 1..3 inputs."""
+    codes = ((len(inputs),) + tuple(_unary_code(u, compute) for u in unaries)
+             + (_IDENTITY,) * (3 - len(unaries)) + tuple(_OPS[o] for o in ops)
+             + (0,) * (2 - len(ops)) + (_fmt(out),)
+             + tuple(s != 1 for s in scalars) + (False,) * (3 - len(scalars)))
+    shape, offs, strides, codes = _rows_prep(
+        tuple(_layout(x) for x in (out, *inputs)), codes)
+    pad = list(inputs) + [inputs[0]] * (3 - len(inputs))
+    _launch(_rows_kernel, _threads(out.size * len(inputs)), shape, offs, strides,
+            _memory(out, True), _memory(pad[0]), _table(pad[0]), _memory(pad[1]),
+            _table(pad[1]), _memory(pad[2]), _table(pad[2]), codes,
+            _scalars(list(scalars) + [1] * (3 - len(scalars)), compute))
+
+
+@functools.lru_cache(maxsize=1024)
+def _tiles_prep(out_layout, a_layout):
+    """Tile-kernel arguments (shape, offsets, strides; a's fastest axis, then out's, last),
+    or None when both fastest axes coincide (the row kernel's case)."""
+    shape = out_layout[0]
+    (oo, _, os_), (ao, _, as_) = _geometry(*out_layout), _geometry(*a_layout)
+    axes = [ax for ax in range(len(shape)) if shape[ax] > 1]
+    fast_out = min(axes, key=lambda ax: abs(os_[ax]), default=None)
+    fast_a = min(axes, key=lambda ax: (abs(as_[ax]) or math.inf, ax), default=None)
+    if fast_out == fast_a or as_[fast_a] == 0:
+        return None
+    rest = sorted((ax for ax in axes if ax not in (fast_out, fast_a)),
+                  key=lambda ax: -abs(os_[ax]))
+    order = rest + [fast_a, fast_out]
+    strides = np.array([[os_[ax] for ax in order], [as_[ax] for ax in order]], np.int64)
+    return np.array([shape[ax] for ax in order], np.int64), np.array([oo, ao], np.int64), strides
 
 
 def permute(out, a, *, alpha, unary, compute):
@@ -599,22 +639,47 @@ def permute(out, a, *, alpha, unary, compute):
     """
     if out.size == 0:
         return
-    axes = [ax for ax in range(out.ndim) if out.shape[ax] > 1]
-    fast_out = min(axes, key=lambda ax: abs(out.strides[ax]), default=None)
-    fast_a = min(axes, key=lambda ax: (abs(a.strides[ax]) or math.inf, ax), default=None)
-    if fast_out == fast_a or a.strides[fast_a] == 0:
+    prep = _tiles_prep(_layout(out), _layout(a))
+    if prep is None:
         _run_rows(out, (a,), (unary,), (), (alpha,), compute)
         return
-    rest = sorted((ax for ax in axes if ax not in (fast_out, fast_a)),
-                  key=lambda ax: -abs(out.strides[ax]))
-    order = rest + [fast_a, fast_out]
-    (om, oo, os_, _), (am, ao, as_, ta) = _flat(out, True), _flat(a)
-    strides = np.array([[os_[ax] for ax in order], [as_[ax] for ax in order]], np.int64)
-    scal = _scalars([alpha], compute)
     tile = max(8, _TILE_BYTES // np.dtype(compute).itemsize)
-    _launch(_tiles_kernel, _threads(out.size), np.array([out.shape[ax] for ax in order], np.int64),
-            np.array([oo, ao], np.int64), strides, om, am, ta, tile,
-            _unary_code(unary, compute), scal[0] != 1, _fmt(out), scal)
+    _launch(_tiles_kernel, _threads(out.size), *prep, _memory(out, True), _memory(a), _table(a),
+            tile, _unary_code(unary, compute), alpha != 1, _fmt(out), _scalars([alpha], compute))
+
+
+@functools.lru_cache(maxsize=1024)
+def _reduce_prep(out_layout, c_layout, a_layout, threads):
+    """Reduce-kernel arguments up to the codes: the free axes (lane axis last), the
+    reduced row (smallest stride, when smaller than the lane's) and walk, the split."""
+    (shape, _, _), k = a_layout, len(out_layout[0])
+    geometry = [_geometry(*x) for x in (out_layout, c_layout, a_layout)]
+    a_st = geometry[2][2]
+    free = [ax for ax in range(k) if shape[ax] > 1]
+    red = [ax for ax in range(k, len(shape)) if shape[ax] != 1]
+    lane = min(free, key=lambda ax: abs(a_st[ax]), default=None)
+    row = min(red, key=lambda ax: abs(a_st[ax]), default=None)
+    if row is not None and (lane is None or abs(a_st[row]) < abs(a_st[lane])):
+        row_len, row_stride = shape[row], a_st[row]
+        red.remove(row)
+    else:
+        row_len, row_stride = 1, 0
+    walk = sorted(red, key=lambda ax: -abs(a_st[ax]))
+    rest = sorted((ax for ax in free if ax != lane), key=lambda ax: -abs(a_st[ax]))
+    order = rest + ([lane] if lane is not None else [])
+    strides = np.array([[g[2][ax] for ax in order] or [0] for g in geometry], np.int64)
+    free_shape = [shape[ax] for ax in order] or [1]
+    lanes = free_shape[-1]
+    lane_w = min(lanes, _LANES if row_len == 1 else max(4, _ROW_BLOCK // max(row_len, 1)))
+    units = math.prod(free_shape[:-1]) * _ceil_div(lanes, lane_w)
+    steps = math.prod(shape[ax] for ax in walk) * _ceil_div(row_len, _CHUNK)
+    work = steps * lane_w * min(row_len, _CHUNK)
+    nsplit = max(1, min(steps, 2 * threads // units, work // (1 << 15)))
+    blocks = _ceil_div(_ceil_div(steps, nsplit), _BLOCK if row_len == 1 else 1)
+    return (np.array(free_shape, np.int64), np.array([g[0] for g in geometry], np.int64),
+            strides, lanes, lane_w, row_len, row_stride,
+            np.array([shape[ax] for ax in walk], np.int64),
+            np.array([a_st[ax] for ax in walk], np.int64), nsplit, blocks.bit_length() + 1)
 
 
 def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
@@ -628,42 +693,15 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     """
     if out.size == 0:
         return
-    k = out.ndim
     use_c = c is not None and beta != 0
     c = c if use_c else out
-    free = [ax for ax in range(k) if a.shape[ax] > 1]
-    red = [ax for ax in range(k, a.ndim) if a.shape[ax] != 1]
-    lane = min(free, key=lambda ax: abs(a.strides[ax]), default=None)
-    row = min(red, key=lambda ax: abs(a.strides[ax]), default=None)
-    (om, oo, os_, _), (cm, co, cs, tc), (am, ao, as_, ta) = _flat(out, True), _flat(c), _flat(a)
-    if row is not None and (lane is None or abs(a.strides[row]) < abs(a.strides[lane])):
-        row_len, row_stride = a.shape[row], as_[row]
-        red.remove(row)
-    else:
-        row_len, row_stride = 1, 0
-    walk = sorted(red, key=lambda ax: -abs(a.strides[ax]))
-    rest = sorted((ax for ax in free if ax != lane), key=lambda ax: -abs(a.strides[ax]))
-    order = rest + ([lane] if lane is not None else [])
-    strides = np.array([[x[ax] for ax in order] or [0] for x in (os_, cs, as_)], np.int64)
-    free_shape = [a.shape[ax] for ax in order] or [1]
-    lanes = free_shape[-1]
-    lane_w = min(lanes, _LANES if row_len == 1 else max(4, _ROW_BLOCK // max(row_len, 1)))
-    units = math.prod(free_shape[:-1]) * _ceil_div(lanes, lane_w)
-    steps = math.prod(a.shape[ax] for ax in walk) * _ceil_div(row_len, _CHUNK)
     threads = _threads(a.size)
-    work = steps * lane_w * min(row_len, _CHUNK)
-    nsplit = max(1, min(steps, 2 * threads[0] // units, work // (1 << 15)))
-    blocks = _ceil_div(_ceil_div(steps, nsplit), _BLOCK if row_len == 1 else 1)
-    levels = blocks.bit_length() + 1
-    scal = _scalars([alpha, beta], compute)
+    prep = _reduce_prep(_layout(out), _layout(c), _layout(a), threads[0])
     codes = np.array([_OPS[Reduce.coerce(op)], _unary_code(unary_a, compute),
-                      _unary_code(unary_c, compute), scal[0] != 1, use_c, scal[1] != 1,
-                      _fmt(out)], np.int64)
-    _launch(_reduce_kernel, threads, np.array(free_shape, np.int64),
-            np.array([oo, co, ao], np.int64), strides, lanes, lane_w, row_len, row_stride,
-            np.array([a.shape[ax] for ax in walk], np.int64),
-            np.array([as_[ax] for ax in walk], np.int64), nsplit, levels,
-            om, cm, tc, am, ta, codes, scal)
+                      _unary_code(unary_c, compute), alpha != 1, use_c, beta != 1, _fmt(out)],
+                     np.int64)
+    _launch(_reduce_kernel, threads, *prep, _memory(out, True), _memory(c), _table(c),
+            _memory(a), _table(a), codes, _scalars([alpha, beta], compute))
 
 
 def elementwise(out, inputs, *, unaries, op_ab, op_abc, scalars, compute):
