@@ -50,7 +50,7 @@ def _parser():
     bench.add_argument("--out", metavar="DIR", default="bench-results",
                        help="where bench-results.json and .png go (default ./bench-results/)")
     bench.add_argument("--repeat-time", metavar="S", type=float, default=None,
-                       help="seconds of timing per engine and workload (default 1, quick 0.2)")
+                       help="seconds of timing per engine and workload (default 0.5, quick 0.2)")
     bench.add_argument("--list", action="store_true", help="list the workloads and stop")
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -94,7 +94,7 @@ def _bench(args):
     if not chosen:
         print("tenalg bench: no workload matches (see tenalg bench --list)", file=sys.stderr)
         return 2
-    budget = args.repeat_time if args.repeat_time is not None else (0.2 if args.quick else 1.0)
+    budget = args.repeat_time if args.repeat_time is not None else (0.2 if args.quick else 0.5)
     # The limits are measured before and after the workloads; each keeps its better value,
     # so that a burst of load from other processes lowers it less.
     before = limits.measure_limits(quick=args.quick, budget=min(budget, 0.5))
