@@ -11,8 +11,9 @@ import math
 
 import numpy as np
 
+from .contraction import gemm_layout
 from .descriptors import Operand, TensorDescriptor, Unary
-from .dtypes import real_type, storage_type
+from .dtypes import real_type, result_type, storage_type
 from .einsum import einsum
 from .errors import DescriptorError, OperationError
 from .operations import Operation
@@ -61,6 +62,9 @@ def _plan_for_layouts(kind, operands, addend, out, out_modes, options):
                                             addend[2], "C")
     options = dict(options)
     out = options.pop("out_dtype", None) if out is None else _descriptor(out, "out")
+    if kind == "contraction" and out is None:  # a layout the GEMM writes in place
+        dtypes = [x.dtype for x in inputs] + ([] if c is None else [c.dtype])
+        out = gemm_layout(inputs[0], inputs[1], out_modes, result_type(dtypes))
     if kind in ("contraction", "reduction"):
         operation = getattr(Operation, kind)(*inputs, c, out=out, out_modes=out_modes,
                                              **options)

@@ -24,7 +24,7 @@ from .errors import DescriptorError, OperationError
 INDEX_MAX = np.iinfo(np.intp).max
 
 
-class _Named(str, enum.Enum):
+class _Named(enum.StrEnum):
     """A string enum that accepts its member names and values case-insensitively."""
 
     @classmethod
