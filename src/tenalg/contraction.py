@@ -361,6 +361,11 @@ class Pairwise:
         t = np.matmul(a, b)
         if self.conj_result:
             np.conjugate(t, out=t)
+        if (c is out and beta == 1 and (alpha == 1 or self.alpha_folded)
+                and self.out_matrix is not None and self.op.addend.unary is Unary.IDENTITY):
+            d = self.out_view(out)  # D += A B in place, the sum over block pairs
+            np.add(d, t, out=d)
+            return
         self._epilogue(out, t.reshape(self.buffer_shape), c,
                        1 if self.alpha_folded else alpha, beta)
 
