@@ -45,7 +45,8 @@ _TABLES = {
 }
 _NO_TABLE = np.zeros(1, np.float32)
 
-_TILE_BYTES = 512  # permutation tiles: this many bytes of the compute type per side
+_TILE = 64  # permutation tiles: elements per side
+_TILE_GROUP = 8  # tiles taken in groups of this many squared (fewer pages in flight)
 _ROW = 512     # elements per unit of the elementwise row kernel
 _CHUNK = 128   # row chunk summed pairwise by the reduction (NumPy's block size)
 _BLOCK = 16    # contributions accumulated naively before entering the cascade
@@ -292,20 +293,30 @@ def _rows_kernel(shape, offs, strides, out, a, ta, b, tb, c, tc, codes, scal):
 
 
 @njit(**_PARALLEL)
-def _tiles_kernel(shape, offs, strides, out, a, ta, tile, code, scale, fmt, scal):
+def _tiles_kernel(shape, offs, strides, out, a, ta, tile, group, code, scale, fmt, scal):
+    """out = scale(unary(a)) tile by tile; tiles are taken in groups of group x group so
+    that the pages one thread touches stay few (TLB reach)."""
     nd = shape.shape[0]
     p, q = nd - 1, nd - 2
     tp = (shape[p] + tile - 1) // tile
     tq = (shape[q] + tile - 1) // tile
+    gp = (tp + group - 1) // group
+    gq = (tq + group - 1) // group
+    per_outer = gp * gq * group * group
     outer = 1
     for ax in range(nd - 2):
         outer *= shape[ax]
     sop, soq, sap, saq = strides[0, p], strides[0, q], strides[1, p], strides[1, q]
-    for u in prange(outer * tp * tq):
+    for u in prange(outer * per_outer):
+        g, k = divmod(u % per_outer, group * group)
+        kp = g // gq * group + k // group
+        kq = g % gq * group + k % group
+        if kp >= tp or kq >= tq:
+            continue
         base = np.empty(2, np.int64)
-        _offsets(u // (tp * tq), shape, strides, nd - 2, offs, base)
-        p0 = (u // tq % tp) * tile
-        q0 = (u % tq) * tile
+        _offsets(u // per_outer, shape, strides, nd - 2, offs, base)
+        p0 = kp * tile
+        q0 = kq * tile
         mp = min(tile, shape[p] - p0)
         mq = min(tile, shape[q] - q0)
         buf = np.empty(mp * mq, scal.dtype)
@@ -643,9 +654,9 @@ def permute(out, a, *, alpha, unary, compute):
     if prep is None:
         _run_rows(out, (a,), (unary,), (), (alpha,), compute)
         return
-    tile = max(8, _TILE_BYTES // np.dtype(compute).itemsize)
     _launch(_tiles_kernel, _threads(out.size), *prep, _memory(out, True), _memory(a), _table(a),
-            tile, _unary_code(unary, compute), alpha != 1, _fmt(out), _scalars([alpha], compute))
+            _TILE, _TILE_GROUP, _unary_code(unary, compute), alpha != 1, _fmt(out),
+            _scalars([alpha], compute))
 
 
 @functools.lru_cache(maxsize=1024)
