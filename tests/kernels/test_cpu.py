@@ -149,6 +149,14 @@ def test_permute_tiles(dtype, axes):
     assert_same(out, (-3 * view.astype(compute_for(dtype))).astype(dtype))
 
 
+def test_permute_tile_groups():
+    """A tile grid wider than one group of tiles, with partial groups at the edges."""
+    a = values(np.random.default_rng(5), (1100, 9, 600), F32)
+    out = np.empty((600, 9, 1100), F32)
+    cpu.permute(out, a.transpose(2, 1, 0), alpha=1, unary=Unary.IDENTITY, compute=F32)
+    assert_same(out, a.transpose(2, 1, 0))
+
+
 # --------------------------------------------------------------------------------------
 # elementwise
 

@@ -300,17 +300,17 @@ def _tiles_kernel(shape, offs, strides, out, a, ta, tile, group, code, scale, fm
     p, q = nd - 1, nd - 2
     tp = (shape[p] + tile - 1) // tile
     tq = (shape[q] + tile - 1) // tile
-    gp = (tp + group - 1) // group
-    gq = (tq + group - 1) // group
-    per_outer = gp * gq * group * group
+    hp, hq = min(group, tp), min(group, tq)  # group sides, no wider than the tile grid
+    gq = (tq + hq - 1) // hq
+    per_outer = (tp + hp - 1) // hp * gq * hp * hq
     outer = 1
     for ax in range(nd - 2):
         outer *= shape[ax]
     sop, soq, sap, saq = strides[0, p], strides[0, q], strides[1, p], strides[1, q]
     for u in prange(outer * per_outer):
-        g, k = divmod(u % per_outer, group * group)
-        kp = g // gq * group + k // group
-        kq = g % gq * group + k % group
+        g, k = divmod(u % per_outer, hp * hq)
+        kp = g // gq * hp + k // hq
+        kq = g % gq * hq + k % hq
         if kp >= tp or kq >= tq:
             continue
         base = np.empty(2, np.int64)
