@@ -506,8 +506,8 @@ class _Memory:
 
     __slots__ = ("__array_interface__",)
 
-    def __init__(self, address, span, typestr, writeable):
-        self.__array_interface__ = {"data": (address, not writeable), "shape": (span,),
+    def __init__(self, address, span, typestr):
+        self.__array_interface__ = {"data": (address, False), "shape": (span,),
                                     "typestr": typestr, "version": 3}
 
 
@@ -526,14 +526,16 @@ def _geometry(shape, strides, dtype):
     return -lo, (hi - lo + 1 if math.prod(shape) else 0), steps
 
 
-def _memory(x, writeable=False):
-    """A 1-D view of the memory x spans (16-bit storage as uint16 bits).  Inputs are
-    read-only views so that one specialisation serves all.  The view does not keep x
-    alive: use it only while x is referenced."""
+def _memory(x):
+    """A 1-D view of the memory x spans (16-bit storage as uint16 bits).  Every view is
+    typed writeable, so that one specialisation serves read-only inputs too (kernels
+    never write their inputs).  The view does not keep x alive: use it only while x is."""
+    if x.flags.c_contiguous and x.flags.writeable:
+        return (x.view(np.uint16) if x.dtype in _FORMATS else x).reshape(-1)
     offset, span, _ = _geometry(*_layout(x))
     typestr = "<u2" if x.dtype in _FORMATS else x.dtype.str
     address = x.__array_interface__["data"][0] - offset * x.itemsize
-    return np.asarray(_Memory(address, span, typestr, writeable))
+    return np.asarray(_Memory(address, span, typestr))
 
 
 def _table(x):
@@ -617,7 +619,7 @@ def _run_rows(out, inputs, unaries, ops, scalars, compute):
         tuple(_layout(x) for x in (out, *inputs)), codes)
     pad = list(inputs) + [inputs[0]] * (3 - len(inputs))
     _launch(_rows_kernel, _threads(out.size * len(inputs)), shape, offs, strides,
-            _memory(out, True), _memory(pad[0]), _table(pad[0]), _memory(pad[1]),
+            _memory(out), _memory(pad[0]), _table(pad[0]), _memory(pad[1]),
             _table(pad[1]), _memory(pad[2]), _table(pad[2]), codes,
             _scalars(list(scalars) + [1] * (3 - len(scalars)), compute))
 
@@ -654,7 +656,7 @@ def permute(out, a, *, alpha, unary, compute):
     if prep is None:
         _run_rows(out, (a,), (unary,), (), (alpha,), compute)
         return
-    _launch(_tiles_kernel, _threads(out.size), *prep, _memory(out, True), _memory(a), _table(a),
+    _launch(_tiles_kernel, _threads(out.size), *prep, _memory(out), _memory(a), _table(a),
             _TILE, _TILE_GROUP, _unary_code(unary, compute), alpha != 1, _fmt(out),
             _scalars([alpha], compute))
 
@@ -711,7 +713,7 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     codes = np.array([_OPS[Reduce.coerce(op)], _unary_code(unary_a, compute),
                       _unary_code(unary_c, compute), alpha != 1, use_c, beta != 1, _fmt(out)],
                      np.int64)
-    _launch(_reduce_kernel, threads, *prep, _memory(out, True), _memory(c), _table(c),
+    _launch(_reduce_kernel, threads, *prep, _memory(out), _memory(c), _table(c),
             _memory(a), _table(a), codes, _scalars([alpha, beta], compute))
 
 
