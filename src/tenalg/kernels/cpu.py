@@ -344,9 +344,14 @@ def _pairwise(buf, n, op, acc8):
     for k in range(8):
         acc8[k] = buf[k]
     n8 = n - n % 8
-    for i in range(8, n8, 8):
-        for k in range(8):
-            acc8[k] = _combine(op, acc8[k], buf[i + k])
+    if op == 0:  # the sum in its own loop, which vectorises
+        for i in range(8, n8, 8):
+            for k in range(8):
+                acc8[k] += buf[i + k]
+    else:
+        for i in range(8, n8, 8):
+            for k in range(8):
+                acc8[k] = _combine(op, acc8[k], buf[i + k])
     r = _combine(op, _combine(op, _combine(op, acc8[0], acc8[1]), _combine(op, acc8[2], acc8[3])),
                  _combine(op, _combine(op, acc8[4], acc8[5]), _combine(op, acc8[6], acc8[7])))
     for i in range(n8, n):
