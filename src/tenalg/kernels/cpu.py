@@ -38,7 +38,7 @@ _IDENTITY, _NEGATE, _ABS, _SQRT, _EXP, _LOG, _SIN, _COS, _TANH, _RELU, _RECIP, _
 _OPS = {Binary.ADD: 0, Binary.MUL: 1, Binary.MIN: 2, Binary.MAX: 3,
         Reduce.SUM: 0, Reduce.PRODUCT: 1, Reduce.MIN: 2, Reduce.MAX: 3}
 _IDENTITY_VALUE = (0.0, 1.0, math.inf, -math.inf)
-# 16-bit storage formats: (mantissa bits, exponent bias, quiet NaN bits).
+# 16-bit storage formats, as codes for _encode16 (0: no 16-bit storage).
 _FORMATS = {float16: 1, bfloat16: 2}
 _TABLES = {
     dt: np.arange(65536, dtype=np.uint16).view(dt).astype(np.float32) for dt in _FORMATS
