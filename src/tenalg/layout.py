@@ -145,9 +145,13 @@ def apply_recipe(array, recipe, writeable=False):
             array.transpose(first), second,
             _fused_strides(array.transpose(first), second), writeable=writeable)
     item = array.dtype.itemsize
-    return np.lib.stride_tricks.as_strided(
-        array, first, tuple(s * item for s in second), writeable=writeable
-    )
+    byte_strides = tuple(s * item for s in second)
+    if array.flags.c_contiguous:  # a plain buffer: NumPy's constructor is 10x cheaper
+        try:
+            return np.ndarray(first, array.dtype, array, 0, byte_strides)
+        except (TypeError, ValueError, BufferError):  # dtypes that export no buffer
+            pass
+    return np.lib.stride_tricks.as_strided(array, first, byte_strides, writeable=writeable)
 
 
 def _fused_strides(array, shape):

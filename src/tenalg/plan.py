@@ -10,6 +10,8 @@ descriptors (count, extents, strides, dtype, buffer bounds) and runs the kernel.
 [3.0, 5.0, 7.0]
 """
 
+import math
+
 import numpy as np
 
 from . import layout
@@ -124,7 +126,9 @@ class Plan:
         ]
         self._skip = op.output.elements == 0
         dtypes = tuple(x.dtype for x in self._operands) + (op.output.dtype,)
-        largest = max([op.output.elements] + [x.descriptor.elements for x in self._operands])
+        # the iteration space, not the operands' extents: a trace of a 4096^2 matrix reads
+        # 4096 elements
+        work = max(math.prod(loop.extent for loop in self.loops), op.output.elements)
         if kernels not in ("auto", "cpu", "reference"):
             raise OperationError(f"kernels must be 'auto', 'cpu' or 'reference', not {kernels!r}")
         if kernels == "cpu" and cpu is None:
@@ -132,7 +136,7 @@ class Plan:
         use_cpu = kernels == "cpu" or (
             kernels == "auto"
             and cpu is not None
-            and cpu.supports(op.kind, dtypes, len(self.loops), largest)
+            and cpu.supports(op.kind, dtypes, len(self.loops), work)
         )
         self._module = cpu if use_cpu else reference
         self.backend = "cpu" if use_cpu else "reference"
