@@ -97,6 +97,10 @@ def permute(out, a, *, alpha, unary, compute):
 def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     """out = alpha * R(unary_a(a)) over a's trailing axes + beta * unary_c(c)."""
     axes = tuple(range(out.ndim, a.ndim))
+    if (op is Reduce.SUM and unary_a is Unary.IDENTITY and alpha == 1 and beta == 0
+            and a.dtype == compute == out.dtype):
+        np.add.reduce(a, axis=axes, out=out)  # the plain sum: straight into out
+        return
     with np.errstate(all="ignore"):
         value = scale(_reduce_axes(load(a, unary_a, compute), axes, op), alpha, compute)
         if beta != 0:
