@@ -17,19 +17,12 @@ from .descriptors import Binary, Operand, Reduce, TensorDescriptor, normalize_mo
 from .dtypes import compute_type, is_complex, result_type, storage_type
 from .errors import AliasError, DescriptorError, DTypeError, ExtentError, OperationError
 
-KINDS = (
-    "contraction",
-    "sum_product",
-    "reduction",
-    "permutation",
-    "elementwise_binary",
-    "elementwise_trinary",
-)
 REDUCING = ("contraction", "sum_product", "reduction")
 INPUT_NAMES = ("A", "B", "C")
 
 
-def _input_name(kind, index):
+def input_name(kind, index):
+    """How errors and explain() name input ``index`` of a ``kind`` operation."""
     if kind == "sum_product":
         return f"factor {index}"
     return INPUT_NAMES[index]
@@ -96,18 +89,18 @@ class Operation:
 
     __slots__ = (
         "kind", "inputs", "addend", "output", "out_modes", "compute", "extents",
-        "op", "op_ab", "op_abc", "allocated", "_key",
+        "op", "op_ab", "op_abc", "_key",
     )
 
     def __init__(self, kind, inputs, addend, out, out_modes, compute, op=None, op_ab=None,
                  op_abc=None, order="K"):
         self.kind = kind
-        self.inputs = tuple(_as_operand(x, _input_name(kind, i)) for i, x in enumerate(inputs))
+        self.inputs = tuple(_as_operand(x, input_name(kind, i)) for i, x in enumerate(inputs))
         self.addend = None if addend is None else _as_operand(addend, "C")
         self.op, self.op_ab, self.op_abc = op, op_ab, op_abc
         self.out_modes = normalize_modes(out_modes, "output modes")
         self._check_out_modes()
-        named = [(_input_name(kind, i), x) for i, x in enumerate(self.inputs)]
+        named = [(input_name(kind, i), x) for i, x in enumerate(self.inputs)]
         if self.addend is not None:
             named.append(("C", self.addend))
         dtypes = [x.dtype for _, x in named]
@@ -118,7 +111,6 @@ class Operation:
             self.compute = compute_type(dtypes, None)
         extents = resolve_extents(named)
         self._check_modes(extents)
-        self.allocated = not isinstance(out, TensorDescriptor)
         self.output = self._output(out, dtypes, extents, order)
         self._check_output(extents)
         for mode, extent in zip(self.out_modes, self.output.extents, strict=True):
@@ -184,7 +176,7 @@ class Operation:
                 for mode in x.modes:
                     if mode not in out:
                         raise OperationError(
-                            f"mode {mode!r} of input {_input_name(self.kind, i)} is absent "
+                            f"mode {mode!r} of input {input_name(self.kind, i)} is absent "
                             f"from the output {self.out_modes}: a {self.kind} cannot reduce"
                         )
         if self.addend is not None:

@@ -28,7 +28,7 @@ from .errors import (
     ScalarCountError,
 )
 from .kernels import reference
-from .operations import Operation
+from .operations import Operation, input_name
 from .views import check_in_buffer, made_by_numpy
 
 try:  # the Numba kernels; the plan falls back to the reference kernels without them
@@ -297,11 +297,7 @@ class Plan:
 
 
 def _name(op, index):
-    if index == len(op.inputs):
-        return "C"
-    if op.kind == "sum_product":
-        return f"factor {index}"
-    return "ABC"[index]
+    return "C" if index == len(op.inputs) else input_name(op.kind, index)
 
 
 def _modes(modes):
