@@ -8,7 +8,8 @@ ordered so that the smallest strides are innermost, the output weighted double;
 (4) neighbours contiguous in every operand fuse.  Free modes (kept in the output)
 come first, reduced modes after them.
 
->>> loops = analyse(("i", "j"), {"i": 4, "j": 5}, [((5, 1), ("i", "j")), ((1, 4), ("i", "j"))])
+>>> loops = analyse(("i", "j"), {"i": 4, "j": 5}, [((5, 1), ("i", "j")), ((1, 4), ("i", "j"))],
+...                 [(4, 5), (4, 5)])
 >>> [(l.extent, l.strides) for l in loops]
 [(4, (5, 1)), (5, (1, 4))]
 """
@@ -40,14 +41,18 @@ def merged_strides(modes, strides):
     return out
 
 
-def mode_records(out_modes, extents, operands):
+def mode_records(out_modes, extents, operands, operand_extents):
     """Loops (unfused) for every mode: the output's modes first, then the reduced ones.
 
-    ``operands`` is a sequence of ``(strides, modes)`` with the output first; an
-    operand whose extent for a mode is 1 while the mode's extent is larger gets
-    stride 0 (broadcast).
+    ``operands`` is a sequence of ``(strides, modes)`` with the output first, and
+    ``operand_extents`` their own extents; an operand that lacks a mode, or has extent 1
+    for it, gets stride 0 there (broadcast).
     """
-    per_operand = [merged_strides(modes, strides) for strides, modes in operands]
+    per_operand = []
+    for (strides, modes), own in zip(operands, operand_extents, strict=True):
+        merged = merged_strides(modes, strides)
+        sizes = dict(zip(modes, own, strict=True))
+        per_operand.append({m: s for m, s in merged.items() if sizes[m] != 1})
     ordered = list(out_modes)
     for _, modes in operands[1:]:
         ordered.extend(m for m in modes if m not in ordered)
@@ -81,34 +86,16 @@ def fuse(loops):
     return fused
 
 
-def analyse(out_modes, extents, operands, operand_extents=None):
+def analyse(out_modes, extents, operands, operand_extents):
     """The kernel loops: merge, drop extent-1, order (free first), fuse.
 
-    ``operands``: ``(strides, modes)`` per operand, output first.  ``operand_extents``:
-    the operands' own extents (to find broadcasts); by default the mode extents.
+    Arguments as for :func:`mode_records`.
     """
-    loops = mode_records(out_modes, extents, operands)
-    if operand_extents is not None:
-        loops = _zero_broadcast(loops, operands, operand_extents)
-    kept = [loop for loop in loops if loop.extent != 1]
+    kept = [loop for loop in mode_records(out_modes, extents, operands, operand_extents)
+            if loop.extent != 1]
     free = sorted((l for l in kept if not l.reduced), key=order_key, reverse=True)
     reduced = sorted((l for l in kept if l.reduced), key=order_key, reverse=True)
     return fuse(free) + fuse(reduced)
-
-
-def _zero_broadcast(loops, operands, operand_extents):
-    own = [
-        dict(zip(modes, ext, strict=True))
-        for (_, modes), ext in zip(operands, operand_extents, strict=True)
-    ]
-    fixed = []
-    for loop in loops:
-        (mode,) = loop.modes
-        strides = tuple(
-            0 if own[k].get(mode, 1) == 1 else s for k, s in enumerate(loop.strides)
-        )
-        fixed.append(Loop(loop.extent, strides, loop.reduced, loop.modes))
-    return fixed
 
 
 def view_recipe(modes, descriptor, loops):
@@ -170,7 +157,7 @@ def _fused_strides(array, shape):
 
 
 def describe(loops):
-    """A one-line summary of loops, e.g. ``[ij:4096 (1, 4097)] + sum[k:8 (0, 1)]``."""
+    """A one-line summary of loops, e.g. ``j:8 (1, 1), sum i:2048 (0, 16392)``."""
     parts = []
     for loop in loops:
         label = "".join(str(m) for m in loop.modes)

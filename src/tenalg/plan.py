@@ -285,6 +285,7 @@ class Plan:
             op.out_modes, op.extents,
             [(op.output.strides, op.out_modes)]
             + [(x.descriptor.strides, x.modes) for x in self._operands],
+            [op.output.extents] + [x.descriptor.extents for x in self._operands],
         )
         lines.append(f"  modes before: {layout.describe(before)}")
         lines.append(f"  loops after:  {layout.describe(self.loops)}")
