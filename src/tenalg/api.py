@@ -40,15 +40,7 @@ def _layout(x):
 
 
 def _descriptor(layout, what):
-    shape, byte_strides, dtype = layout
-    item = storage_type(dtype, what).itemsize
-    for axis, stride in enumerate(byte_strides):
-        if stride % item:
-            raise DescriptorError(
-                f"{what}: byte stride {stride} of axis {axis} is not a multiple of the item "
-                f"size {item}"
-            )
-    return TensorDescriptor(shape, tuple(s // item for s in byte_strides), dtype)
+    return TensorDescriptor.from_byte_strides(*layout, what)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -95,6 +95,23 @@ def normalize_modes(modes, what="modes"):
     return labels
 
 
+def overlapping(extents, strides):
+    """True if two index tuples of the layout address the same element.
+
+    >>> overlapping((3, 3), (1, 1)), overlapping((3, 3), (3, 1))
+    (True, False)
+    """
+    if 0 in extents:
+        return False
+    reach = 1
+    for stride, extent in sorted((abs(s), e) for e, s in zip(extents, strides, strict=True)
+                                 if e > 1):
+        if stride < reach:
+            return True
+        reach += stride * (extent - 1)
+    return False
+
+
 def _as_index(value, what):
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise DescriptorError(f"{what} must be an integer, got {value!r}")
@@ -139,17 +156,20 @@ class TensorDescriptor:
         """Read a descriptor off a NumPy array; byte strides must be whole elements."""
         if not isinstance(array, np.ndarray):
             raise DescriptorError(f"{what}: expected a numpy.ndarray, got {type(array).__name__}")
-        dtype = storage_type(array.dtype, what)
+        return cls.from_byte_strides(array.shape, array.strides, array.dtype, what)
+
+    @classmethod
+    def from_byte_strides(cls, extents, byte_strides, dtype, what="array"):
+        """A descriptor from NumPy-style byte strides, which must be whole elements."""
+        dtype = storage_type(dtype, what)
         item = dtype.itemsize
-        strides = []
-        for axis, s in enumerate(array.strides):
+        for axis, s in enumerate(byte_strides):
             if s % item:
                 raise DescriptorError(
                     f"{what}: byte stride {s} of axis {axis} is not a multiple of "
                     f"the item size {item}"
                 )
-            strides.append(s // item)
-        return cls(array.shape, strides, dtype)
+        return cls(extents, tuple(s // item for s in byte_strides), dtype)
 
     @property
     def ndim(self):
@@ -184,17 +204,7 @@ class TensorDescriptor:
 
     def is_nonoverlapping(self):
         """True if no two index tuples address the same element."""
-        axes = sorted(
-            (abs(s), e) for e, s in zip(self.extents, self.strides, strict=True) if e > 1
-        )
-        if self.elements == 0:
-            return True
-        reach = 1
-        for stride, extent in axes:
-            if stride < reach:
-                return False
-            reach = stride * (extent - 1) + reach
-        return True
+        return not overlapping(self.extents, self.strides)
 
     def __repr__(self):
         return f"TensorDescriptor({self.extents}, {self.strides}, {self.dtype})"

@@ -93,6 +93,10 @@ class Plan:
     def __init__(self, operation, kernels="auto"):
         if not isinstance(operation, Operation):
             raise OperationError(f"Plan needs an Operation, got {type(operation).__name__}")
+        if kernels not in ("auto", "cpu", "reference"):
+            raise OperationError(f"kernels must be 'auto', 'cpu' or 'reference', not {kernels!r}")
+        if kernels == "cpu" and cpu is None:
+            raise OperationError("the Numba kernels are not available (is numba installed?)")
         self.operation = operation
         op = operation
         self._operands = list(op.inputs) + ([op.addend] if op.addend is not None else [])
@@ -129,10 +133,6 @@ class Plan:
         # the iteration space, not the operands' extents: a trace of a 4096^2 matrix reads
         # 4096 elements
         work = max(math.prod(loop.extent for loop in self.loops), op.output.elements)
-        if kernels not in ("auto", "cpu", "reference"):
-            raise OperationError(f"kernels must be 'auto', 'cpu' or 'reference', not {kernels!r}")
-        if kernels == "cpu" and cpu is None:
-            raise OperationError("the Numba kernels are not available (is numba installed?)")
         use_cpu = kernels == "cpu" or (
             kernels == "auto"
             and cpu is not None

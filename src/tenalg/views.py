@@ -12,6 +12,7 @@ reach outside that buffer raises :class:`BoundsError` instead of reading foreign
 
 import numpy as np
 
+from .descriptors import overlapping
 from .errors import BoundsError, DescriptorError
 
 
@@ -83,18 +84,6 @@ def check_in_buffer(a, offset, extents, strides, what="view"):
         )
 
 
-def _overlapping(extents, strides):
-    axes = sorted((abs(s), e) for e, s in zip(extents, strides, strict=True) if e > 1)
-    if 0 in extents:
-        return False
-    reach = 1
-    for stride, extent in axes:
-        if stride < reach:
-            return True
-        reach += stride * (extent - 1)
-    return False
-
-
 def strided_view(a, extents, strides, offset=0, writeable=False):
     """A view of ``a``'s memory with element ``strides`` from element ``offset``.
 
@@ -115,7 +104,7 @@ def strided_view(a, extents, strides, offset=0, writeable=False):
         base,
         shape=extents,
         strides=tuple(s * item for s in strides),
-        writeable=bool(writeable and a.flags.writeable and not _overlapping(extents, strides)),
+        writeable=bool(writeable and a.flags.writeable and not overlapping(extents, strides)),
     )
 
 
