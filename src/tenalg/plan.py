@@ -27,7 +27,7 @@ from .errors import (
     OutputMismatchError,
     ScalarCountError,
 )
-from .kernels import reference
+from .kernels import direct, reference
 from .operations import Operation, input_name
 from .views import check_in_buffer, made_by_numpy
 
@@ -77,8 +77,8 @@ def allocator(descriptor):
 
 
 def _strides_match(actual, expected, extents):
-    """Equal strides on every axis of extent > 1 (others never move)."""
-    return actual == expected or all(
+    """Equal strides on every axis of extent > 1 (others never move; empty: none do)."""
+    return actual == expected or 0 in extents or all(
         a == b for a, b, e in zip(actual, expected, extents, strict=True) if e > 1
     )
 
@@ -108,7 +108,8 @@ class Plan:
         self._scalars = SCALARS[op.kind]
         self._allocate = allocator(op.output)
         self._scalar_cache = {}
-        self._kernel = None
+        self._default_scalars = self._validate_scalars(None, None, None), True
+        self._kernel = self._direct = None
         self.loops = None
         if op.kind in ("contraction", "sum_product"):
             from .contraction import ContractionKernel
@@ -140,21 +141,32 @@ class Plan:
         )
         self._module = cpu if use_cpu else reference
         self.backend = "cpu" if use_cpu else "reference"
+        # below the Numba kernels' sizes, Python overhead is the cost: one NumPy call
+        self._direct = None if use_cpu or kernels != "auto" else direct.runner(op, self._allocate)
+        if self._direct is not None:
+            self.backend = "direct"
 
     # -- execution ----------------------------------------------------------------------
     def execute(self, *arrays, alpha=None, beta=None, gamma=None):
         """Run on ``arrays`` (inputs, then the addend C if any) into a new output."""
-        scalars = self._check_scalars(alpha, beta, gamma)
+        if self._direct is not None and alpha is None and beta is None and gamma is None:
+            self._check_inputs(arrays)  # the fastest path: small, default scalars
+            return self._direct(arrays)
+        scalars, default = self._check_scalars(alpha, beta, gamma)
         self._check_inputs(arrays)
+        if default and self._direct is not None:
+            return self._direct(arrays)
         out = self._allocate()
         self._run(out, arrays, scalars)
         return out
 
     def execute_into(self, out, *arrays, alpha=None, beta=None, gamma=None):
         """Run into ``out``, which must match the output descriptor; returns ``out``."""
-        scalars = self._check_scalars(alpha, beta, gamma)
+        scalars, default = self._check_scalars(alpha, beta, gamma)
         self._check_inputs(arrays)
         self._check_output(out, arrays)
+        if default and self._direct is not None:
+            return self._direct(arrays, out)
         self._run(out, arrays, scalars)
         return out
 
@@ -187,15 +199,19 @@ class Plan:
 
     # -- checks -------------------------------------------------------------------------
     def _check_scalars(self, alpha, beta, gamma):
+        """(validated scalars by name, whether they are all the kind's defaults)."""
+        if alpha is None and beta is None and gamma is None:
+            return self._default_scalars
         key = (alpha, beta, gamma)
         try:
             return self._scalar_cache[key]
         except (KeyError, TypeError):  # TypeError: an unhashable scalar, checked below
             pass
         values = self._validate_scalars(alpha, beta, gamma)
+        result = values, values == self._scalars
         if len(self._scalar_cache) < 64:
-            self._scalar_cache[key] = values
-        return values
+            self._scalar_cache[key] = result
+        return result
 
     def _validate_scalars(self, alpha, beta, gamma):
         given = {"alpha": alpha, "beta": beta, "gamma": gamma}
@@ -220,6 +236,16 @@ class Plan:
         return values
 
     def _check_inputs(self, arrays):
+        if len(arrays) == len(self._expected):  # the common case: exactly the plan's layouts
+            for x, (e, s, d) in zip(arrays, self._expected, strict=True):
+                if not (type(x) is np.ndarray and x.shape == e and x.strides == s
+                        and x.dtype == d and (x.base is None or made_by_numpy(x))):
+                    break
+            else:
+                return
+        self._check_inputs_in_detail(arrays)
+
+    def _check_inputs_in_detail(self, arrays):
         if len(arrays) != len(self._expected):
             raise InputCountError(
                 f"{self.operation.kind} plan takes {len(self._expected)} arrays "
@@ -290,7 +316,11 @@ class Plan:
         lines.append(f"  modes before: {layout.describe(before)}")
         lines.append(f"  loops after:  {layout.describe(self.loops)}")
         name = {"permutation": "permute", "reduction": "reduce"}.get(op.kind, "elementwise")
-        lines.append(f"  kernel: {self.backend}.{name}")
+        if self._direct is not None:
+            lines.append(f"  kernel: direct ({self._direct.describe}; reference.{name} "
+                         "when scalars are given)")
+        else:
+            lines.append(f"  kernel: {self.backend}.{name}")
         return "\n".join(lines)
 
     def __repr__(self):

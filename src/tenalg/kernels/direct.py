@@ -1,0 +1,146 @@
+"""Direct runners: a small plan as one NumPy call on the operands themselves.
+
+For operations too small for the Numba kernels, the cost of a plan is Python, not
+arithmetic: building loop-order views and passing through the general reference
+kernel costs several microseconds.  When an operation is one NumPy ufunc call on
+transposed operands (no unary transform, no conversion, no diagonal, default scalars),
+:func:`runner` returns a function that makes exactly that call.
+
+>>> import numpy as np, tenalg as ta
+>>> a = np.arange(6.0).reshape(2, 3)
+>>> op = ta.Operation.permutation(ta.Operand(a, "ij"), out_modes="ji")
+>>> run = runner(op)
+>>> run.describe, run((a,)).tolist()
+('numpy copy of A.transpose((1, 0))', [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]])
+"""
+
+import numpy as np
+
+from ..descriptors import Binary, Reduce, Unary
+from ..dtypes import is_complex
+
+_UFUNCS = {Binary.ADD: np.add, Binary.MUL: np.multiply,
+           Reduce.SUM: np.add, Reduce.PRODUCT: np.multiply}
+
+
+def _runner(call, describe):
+    """``call(arrays, out=None)`` computes the operation and returns the output."""
+    call.describe = describe
+    return call
+
+
+def runner(operation, allocate=None):
+    """The direct runner of ``operation``, or None when it is not one NumPy call.
+
+    A runner is called as ``run(arrays, out=None)``; ``run.describe`` says what it does.
+
+    ``allocate`` makes outputs with the plan's layout (default: C order).
+    """
+    op = operation
+    if not _plain(op):
+        return None
+    allocate = allocate or (lambda: np.empty(op.output.extents, op.output.dtype))
+    if op.kind == "permutation":
+        return _permutation(op, allocate)
+    if op.kind == "reduction":
+        return _reduction(op, allocate)
+    return _elementwise(op, allocate)
+
+
+def _plain(op):
+    """No transform, conversion, diagonal, addend or NaN-aware operator."""
+    if op.kind not in ("permutation", "reduction", "elementwise_binary", "elementwise_trinary"):
+        return False
+    if op.addend is not None:
+        return False
+    for x in op.inputs:
+        identity = x.unary is Unary.IDENTITY or (
+            x.unary is Unary.CONJUGATE and not is_complex(x.dtype)
+        )
+        if not identity or x.dtype != op.compute or len(set(x.modes)) != len(x.modes):
+            return False
+    operators = [o for o in (op.op, op.op_ab, op.op_abc) if o is not None]
+    return op.output.dtype == op.compute and all(o in _UFUNCS for o in operators)
+
+
+def _axes(x, modes):
+    """Axes of operand ``x`` in the order of ``modes`` (which it must all carry)."""
+    return tuple(x.modes.index(m) for m in modes)
+
+
+def _permutation(op, allocate):
+    (a,) = op.inputs
+    if set(a.modes) != set(op.out_modes):
+        return None  # a broadcast-only output mode
+    axes = _axes(a, op.out_modes)
+    fresh_copy = _copy_keeps_layout(a.descriptor, axes, op.output)
+
+    def call(arrays, out=None):
+        view = arrays[0].transpose(axes)
+        if out is None and fresh_copy:
+            return view.copy(order="K")
+        out = allocate() if out is None else out
+        np.copyto(out, view)
+        return out
+
+    return _runner(call, f"numpy copy of A.transpose({axes})")
+
+
+def _copy_keeps_layout(a, axes, out, probe_limit=1 << 16):
+    """Whether ``view.copy(order="K")`` of A (layout ``a``) transposed by ``axes`` has
+    the output's layout; decided once on a probe array of A's layout."""
+    if tuple(a.extents[k] for k in axes) != out.extents or not 0 < a.span <= probe_limit:
+        return False
+    lo, _ = a.bounds()
+    item = a.dtype.itemsize
+    probe = np.lib.stride_tricks.as_strided(
+        np.empty(a.span, a.dtype)[-lo:], a.extents, tuple(s * item for s in a.strides))
+    copied = probe.transpose(axes).copy(order="K")
+    return all(s == t * item for s, t, e in zip(copied.strides, out.strides, out.extents,
+                                                 strict=True) if e > 1)
+
+
+def _reduction(op, allocate):
+    (a,) = op.inputs
+    kept = [m for m in a.modes if m in op.out_modes]
+    if len(kept) != len(op.out_modes) or any(
+        a.descriptor.extents[a.modes.index(m)] != op.output.extents[op.out_modes.index(m)]
+        for m in kept
+    ):
+        return None  # a broadcast-only output mode
+    reduced = tuple(k for k, m in enumerate(a.modes) if m not in op.out_modes)
+    out_axes = tuple(op.out_modes.index(m) for m in kept)  # out viewed in A's mode order
+    ufunc = _UFUNCS[op.op]
+
+    def call(arrays, out=None):
+        out = allocate() if out is None else out
+        ufunc.reduce(arrays[0], axis=reduced, out=out.transpose(out_axes))
+        return out
+
+    return _runner(call, f"numpy.{ufunc.__name__}.reduce over A's axes {reduced}")
+
+
+def _elementwise(op, allocate):
+    if any(set(x.modes) != set(op.out_modes) for x in op.inputs):
+        return None  # an operand broadcast along a mode it lacks
+    axes = [_axes(x, op.out_modes) for x in op.inputs]
+    first = _UFUNCS[op.op_ab]
+    if op.kind == "elementwise_binary":
+        (ax, bx) = axes
+
+        def call(arrays, out=None):
+            out = allocate() if out is None else out
+            first(arrays[0].transpose(ax), arrays[1].transpose(bx), out=out)
+            return out
+
+        return _runner(call, f"numpy.{first.__name__}")
+    second = _UFUNCS[op.op_abc]
+    (ax, bx, cx) = axes
+
+    def call3(arrays, out=None):
+        out = allocate() if out is None else out
+        first(arrays[0].transpose(ax), arrays[1].transpose(bx), out=out)
+        second(out, arrays[2].transpose(cx), out=out)
+        return out
+
+    return _runner(call3, f"numpy.{first.__name__} then numpy.{second.__name__}")

@@ -1,0 +1,93 @@
+"""Direct runners (one NumPy call for small plain plans) against the reference kernels."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tenalg as ta
+
+from .strategies import COMPLEX, shapes, strided, tolerance, wide
+
+DTYPES = [np.float32, np.float64] + COMPLEX  # compute type = storage type
+
+
+def _pair(operation):
+    auto = ta.Plan(operation)
+    assert auto.backend == "direct", auto.explain()
+    return auto, ta.Plan(operation, kernels="reference")
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), shape=shapes(max_dims=5, max_side=4), dtype=st.sampled_from(DTYPES),
+       order=st.sampled_from("KC"))
+def test_permutation(data, shape, dtype, order):
+    a = data.draw(strided(shape, dtype, allow_broadcast=True))
+    axes = data.draw(st.permutations(range(a.ndim)))
+    operation = ta.Operation.permutation(ta.Operand(a, range(a.ndim)), out_modes=axes,
+                                         order=order)
+    auto, reference = _pair(operation)
+    got, expected = auto.execute(a), reference.execute(a)
+    assert [s for s, n in zip(got.strides, got.shape, strict=True) if n > 1] == [
+        s for s, n in zip(expected.strides, expected.shape, strict=True) if n > 1]
+    np.testing.assert_array_equal(got, expected)
+    out = np.full_like(got, 7)
+    assert auto.execute_into(out, a) is out
+    np.testing.assert_array_equal(out, got)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), shape=shapes(max_dims=5, max_side=4), dtype=st.sampled_from(DTYPES),
+       op=st.sampled_from(["sum", "product"]))
+def test_reduction(data, shape, dtype, op):
+    a = data.draw(strided(shape, dtype, allow_broadcast=True))
+    modes = list(range(a.ndim))
+    kept = data.draw(st.permutations(modes))[: data.draw(st.integers(0, a.ndim))]
+    operation = ta.Operation.reduction(ta.Operand(a, modes), out_modes=kept, op=op)
+    auto, reference = _pair(operation)
+    got = auto.execute(a)
+    assert got.shape == tuple(a.shape[m] for m in kept)
+    np.testing.assert_allclose(wide(got), wide(reference.execute(a)),
+                               rtol=tolerance(dtype), atol=tolerance(dtype))
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), shape=shapes(max_dims=4, max_side=4), dtype=st.sampled_from(DTYPES),
+       ops=st.tuples(st.sampled_from(["add", "mul"]), st.sampled_from(["add", "mul"])),
+       trinary=st.booleans())
+def test_elementwise(data, shape, dtype, ops, trinary):
+    modes = list(range(len(shape)))
+    orders = [data.draw(st.permutations(modes)) for _ in range(3 if trinary else 2)]
+    arrays = [data.draw(strided(tuple(shape[m] for m in order), dtype, allow_broadcast=True))
+              for order in orders]
+    operands = [ta.Operand(x, order) for x, order in zip(arrays, orders, strict=True)]
+    if trinary:
+        operation = ta.Operation.elementwise_trinary(*operands, out_modes=modes, op_ab=ops[0],
+                                                     op_abc=ops[1])
+    else:
+        operation = ta.Operation.elementwise_binary(*operands, out_modes=modes, op=ops[0])
+    auto, reference = _pair(operation)
+    np.testing.assert_array_equal(auto.execute(*arrays), reference.execute(*arrays))
+
+
+def test_scalars_take_the_reference_path():
+    a = np.arange(6.0).reshape(2, 3)
+    plan = ta.Plan(ta.Operation.reduction(ta.Operand(a, "ij"), out_modes="i"))
+    assert plan.backend == "direct" and "direct (numpy.add.reduce" in plan.explain()
+    assert plan.execute(a).tolist() == [3.0, 12.0]
+    assert plan.execute(a, alpha=2).tolist() == [6.0, 24.0]
+    assert plan.execute(a, alpha=1, beta=0).tolist() == [3.0, 12.0]
+
+
+@pytest.mark.parametrize("operation", [
+    ta.Operation.permutation(ta.Operand(np.ones((2, 3)), "ij", "negate"), out_modes="ji"),
+    ta.Operation.permutation(ta.Operand(np.ones((2, 3), np.float32), "ij"), out="float64",
+                             out_modes="ji"),
+    ta.Operation.reduction(ta.Operand(np.ones((3, 3)), "ii"), out_modes=""),
+    ta.Operation.reduction(ta.Operand(np.ones((3, 3)), "ij"), out_modes="i", op="max"),
+    ta.Operation.elementwise_binary(ta.Operand(np.ones(3), "j"), ta.Operand(np.ones((2, 3)), "ij"),
+                                    out_modes="ij"),
+    ta.Operation.reduction(ta.Operand(np.ones((2, 3), np.float16), "ij"), out_modes="i"),
+], ids=["unary", "conversion", "diagonal", "max", "missing-mode", "float16-computes-in-f32"])
+def test_not_one_numpy_call(operation):
+    assert ta.Plan(operation).backend == "reference"
