@@ -237,7 +237,7 @@ class Plan:
 
     def _check_inputs(self, arrays):
         if len(arrays) == len(self._expected):  # the common case: exactly the plan's layouts
-            for x, (e, s, d) in zip(arrays, self._expected, strict=True):
+            for x, (e, s, d) in zip(arrays, self._expected):  # noqa: B905 - lengths equal
                 if not (type(x) is np.ndarray and x.shape == e and x.strides == s
                         and x.dtype == d and (x.base is None or made_by_numpy(x))):
                     break
