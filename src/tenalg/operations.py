@@ -54,17 +54,17 @@ def resolve_extents(named_operands):
 def order_k_strides(out_modes, extents, inputs):
     """Contiguous strides for ``out_modes`` whose physical order follows the inputs.
 
-    Like NumPy's order="K": a mode that is faster in the inputs is faster in the
-    output; ties and broadcast-only modes keep the logical (C) order.
+    Like NumPy's order="K": a mode that is faster in the inputs (the sum of its |strides|
+    over the inputs that carry it) is faster in the output; ties and broadcast-only modes
+    keep the logical (C) order.
     """
     keys = []
     for position, mode in enumerate(out_modes):
-        key = tuple(
-            sum(abs(s) for m, s in zip(op.modes, op.descriptor.strides, strict=True) if m == mode)
-            if mode in op.modes
-            else np.inf
-            for op in inputs
-        )
+        carriers = [op for op in inputs if mode in op.modes]
+        key = sum(
+            abs(s) for op in carriers
+            for m, s in zip(op.modes, op.descriptor.strides, strict=True) if m == mode
+        ) if carriers else np.inf
         keys.append((key, -position))
     inner_first = sorted(range(len(out_modes)), key=lambda p: keys[p])
     strides, step = [0] * len(out_modes), 1

@@ -105,6 +105,7 @@ class Plan:
             for x in self._operands
         ]
         self._names = [_name(op, i) for i in range(len(self._operands))]
+        self._out_expected = (op.output.extents, _byte_strides(op.output), op.output.dtype)
         self._scalars = SCALARS[op.kind]
         self._allocate = allocator(op.output)
         self._scalar_cache = {}
@@ -270,25 +271,33 @@ class Plan:
                                 f"input {name}")
 
     def _check_output(self, out, arrays):
-        d = self.operation.output
-        if not isinstance(out, np.ndarray):
-            raise OutputMismatchError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
-        if out.shape != d.extents:
-            raise OutputMismatchError(f"out: extents {out.shape}, the plan has {d.extents}")
-        if out.dtype != d.dtype:
-            raise OutputMismatchError(f"out: dtype {out.dtype}, the plan has {d.dtype}")
-        if not _strides_match(out.strides, _byte_strides(d), d.extents):
-            raise OutputMismatchError(
-                f"out: byte strides {out.strides}, the plan has {_byte_strides(d)}"
-            )
+        extents, strides, dtype = self._out_expected
+        if not (type(out) is np.ndarray and out.shape == extents and out.strides == strides
+                and out.dtype == dtype):
+            self._check_output_in_detail(out)
         if not out.flags.writeable:
             raise OutputMismatchError("out is read-only")
+        if not (out.base is None or made_by_numpy(out)):
+            check_in_buffer(out, 0, out.shape, [s // out.itemsize for s in out.strides], "out")
         addend = len(self.operation.inputs) if self.operation.addend is not None else None
         for k, x in enumerate(arrays):
+            if not np.may_share_memory(out, x):
+                continue
             if k == addend and _same_layout(x, out):
                 continue  # D = alpha * ... + beta * D, in place
             if _shares_memory(out, x):
                 raise AliasError(f"out shares memory with input {self._names[k]}")
+
+    def _check_output_in_detail(self, out):
+        extents, strides, dtype = self._out_expected
+        if not isinstance(out, np.ndarray):
+            raise OutputMismatchError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
+        if out.shape != extents:
+            raise OutputMismatchError(f"out: extents {out.shape}, the plan has {extents}")
+        if out.dtype != dtype:
+            raise OutputMismatchError(f"out: dtype {out.dtype}, the plan has {dtype}")
+        if not _strides_match(out.strides, strides, extents):
+            raise OutputMismatchError(f"out: byte strides {out.strides}, the plan has {strides}")
 
     def explain(self):
         """What the plan does: operands, layout before and after analysis, the kernel."""
@@ -358,8 +367,6 @@ def _same_layout(x, out):
 
 
 def _shares_memory(a, b):
-    if not np.may_share_memory(a, b):
-        return False
     try:
         return bool(np.shares_memory(a, b, max_work=100_000))
     except np.exceptions.TooHardError:

@@ -137,6 +137,12 @@ def test_out_of_bounds_layouts_are_refused():
     bad = np.lib.stride_tricks.as_strided(a, (20,), (8,))
     with pytest.raises(ta.BoundsError, match="input A: extents"):
         ta.sum(bad)
+    out = np.zeros(10)
+    bad_out = np.lib.stride_tricks.as_strided(out, (20,), (8,), writeable=True)
+    plan = ta.Plan(ta.Operation.permutation(ta.Operand(bad_out, "i"), out_modes="i"))
+    with pytest.raises(ta.BoundsError, match="out: extents"):
+        plan.execute_into(bad_out, np.ones(20))
+    assert not out.any()
     with pytest.raises(ta.BoundsError, match=r"reach bytes \[8, 87\] of a 80-byte buffer"):
         ta.strided_view(a, (4,), (3,), offset=1)
     assert ta.strided_view(a, (3,), (3,), offset=1).tolist() == [1.0, 4.0, 7.0]
