@@ -12,6 +12,7 @@ from tenalg import symmetric as sym
 from tenalg.errors import ExpressionError, OperationError
 
 contract_module = importlib.import_module("tenalg.symmetric.contract")  # not the function
+trace_module = importlib.import_module("tenalg.symmetric.trace")
 
 
 @st.composite
@@ -179,23 +180,42 @@ def test_einsum_expression_errors(expr):
         sym.einsum(expr, a)
 
 
-def test_large_and_small_blocks_mix_batched_and_direct_pairs():
-    """Sectors of 1 and 80: some pairs run batched, some one by one, into the same blocks."""
+def test_large_and_small_sectors_mix_gathered_and_direct_work():
+    """Sectors of 1 and 80 (20 in the trace): small ones gathered, large ones pair by pair."""
     leg = sym.Leg(sym.U1(), [(0, 80), (1, 1), (2, 2), (-1, 1)])
     phys = sym.Leg(sym.U1(), [(0, 1), (1, 1)])
     a = sym.BlockTensor.random((leg, phys, leg.conj()), rng=0)
     b = sym.BlockTensor.random((leg.conj(), phys.conj(), leg), dtype=np.complex128, rng=1)
-    schedule = contract_module._matching(
-        contract_module._spec(a.legs, tuple("lpm"), b.legs, tuple("lpr"), tuple("mr")),
-        tuple(a.blocks), tuple(b.blocks))
-    steps = [s for _, _, key_steps in schedule.keys for s in key_steps]
-    assert any(sig is None for sig, _ in steps) and any(sig is not None for sig, _ in steps)
+    spec = contract_module._spec(a.legs, tuple("lpm"), b.legs, tuple("lpr"), tuple("mr"))
+    schedule = contract_module._schedule(spec, tuple(a.blocks), tuple(b.blocks), a.dtype,
+                                         b.dtype)
+    assert schedule.sectors and schedule.direct
     c = sym.contract(a, "lpm", b, "lpr", "mr")  # sums over l and p
     assert close(c.to_dense(), np.einsum("lpm,lpr->mr", a.to_dense(), b.to_dense()),
                  np.complex128)
-    leg = sym.Leg(sym.U1(), [(0, 12), (1, 1), (2, 2), (-1, 1)])
+    c = sym.contract(b, "lpr", a, "lpm", "mr")  # a's free leg first: the operands swap
+    assert close(c.to_dense(), np.einsum("lpm,lpr->mr", a.to_dense(), b.to_dense()),
+                 np.complex128)
+    leg = sym.Leg(sym.U1(), [(0, 20), (1, 1)])
     t = sym.BlockTensor.random((leg, leg, leg.conj(), leg.conj()), rng=2)
+    schedule = trace_module._schedule(t.legs, tuple(t.blocks), ((0, 2),), t.dtype)
+    assert schedule.gathered and schedule.direct
     assert close(sym.partial_trace(t, [(0, 2)]).to_dense(),
                  np.einsum("abad->bd", t.to_dense()), np.float64)
     assert close(sym.partial_trace(t, [(0, 2), (3, 1)]).to_dense(),
                  np.einsum("abab->", t.to_dense()), np.float64)
+
+
+def test_gathered_output_blocks_are_views_that_later_operations_accept():
+    leg = sym.Leg(sym.U1(), [(-1, 2), (0, 3), (1, 2)])
+    phys = sym.Leg(sym.U1(), [(0, 1), (1, 1)])
+    a = sym.BlockTensor.random((leg, phys, leg.conj()), rng=5)
+    theta = sym.contract(a, "lpm", a, "mqr", "lpqr")
+    assert any(block.base is not None for block in theta.blocks.values())
+    assert all(block.flags.c_contiguous for block in theta.blocks.values())
+    d = np.einsum("lpm,mqr->lpqr", a.to_dense(), a.to_dense())
+    assert close(sym.partial_trace(theta, [(0, 3)]).to_dense(), np.einsum("lpql->pq", d),
+                 np.float64)
+    u, s, v, info = sym.svd(theta, (0, 1), (2, 3))
+    back = sym.contract(sym.contract(u, "lpx", s, "xy", "lpy"), "lpy", v, "yqr", "lpqr")
+    assert close(back.to_dense(), d, np.float64) and info.discarded_weight == 0

@@ -1,10 +1,17 @@
 """Contraction of two block tensors: sector logic first, then dense plans on blocks.
 
-Blocks are matched by a hash join on the contracted charges (never an all-pairs scan);
-each output block is the sum over its matching block pairs, one dense contraction plan
-per pair accumulating into the block (beta = 1), small pairs of equal shapes stacked into
-one batched plan (:mod:`.schedule`). The matching and the schedule are cached per
-structure (legs, modes and block keys of both inputs).
+Blocks are matched by a hash join on the contracted charges (never an all-pairs scan).
+The pairs fall into sectors, one per total charge ``c`` of the contracted legs: every
+row block ``(i, k)`` of ``a`` with ``k`` of charge ``c`` meets every column block
+``(k, j)`` of ``b``, so the sector is one block matrix product. Where its blocks are
+small, it runs as such: the row and contracted sectors of ``a`` gathered into one matrix
+(:mod:`.gather`), the contracted sectors of ``b`` per column ``j`` into another, one
+dense contraction plan per column, whose rows are the output blocks ``(i, j)`` (views,
+no copy). Elsewhere each pair is one dense plan accumulating into its output block
+(beta = 1). Gathering needs the output modes to list ``a``'s free legs, then ``b``'s (or
+the reverse: the operands swap), and each operand's contracted legs to come all first
+or all last, in one order; other contractions run pair by pair. The schedule (matching,
+gathers, plans) is cached per structure (legs, modes, block keys and dtypes).
 
 >>> import numpy as np
 >>> from tenalg.symmetric import U1, Leg, BlockTensor
@@ -16,14 +23,15 @@ True
 """
 
 import functools
+import math
 
 import numpy as np
 
 from ..dtypes import result_type
 from ..errors import OperationError
 from . import dense
-from .schedule import BATCH, Schedule
-from .sectors import block_shape
+from .gather import Gather, worth_copying
+from .sectors import block_shape, total_charge
 from .tensor import BlockTensor
 
 
@@ -65,6 +73,21 @@ class _Spec:
         self.modes_a = tuple(label[m] for m in modes_a)
         self.modes_b = tuple(label[m] for m in modes_b)
         self.modes_out = tuple(label[m] for m in modes_out)
+        n_a = len(self.free_a)
+        self.swap = self.perm != tuple(range(len(free))) and self.perm == tuple(
+            range(n_a, len(free))) + tuple(range(n_a))
+        self.gathers = (self.perm == tuple(range(len(free)))
+                        and list(self.shared_b) == sorted(self.shared_b)
+                        and _split(self.free_a, self.shared_a) is not None
+                        and _split(self.shared_b, self.free_b) is not None)
+
+
+def _split(first, last):
+    """Whether the axes ``first + last`` are in order (True), ``last + first`` (False)."""
+    axes = tuple(range(len(first) + len(last)))
+    if first + last == axes:
+        return True
+    return False if last + first == axes else None
 
 
 @functools.lru_cache(maxsize=256)
@@ -73,21 +96,128 @@ def _spec(legs_a, modes_a, legs_b, modes_b, modes_out):
 
 
 @functools.lru_cache(maxsize=256)
-def _matching(spec, keys_a, keys_b):
-    """The :class:`Schedule` of the block pairs ``(index_a, index_b)``, by a hash join."""
+def _schedule(spec, keys_a, keys_b, dtype_a, dtype_b):
+    return _Schedule(spec, keys_a, keys_b, dtype_a, dtype_b)
+
+
+class _Schedule:
+    """The work of one structure: gathered sectors, then the pairs run one by one."""
+
+    def __init__(self, spec, keys_a, keys_b, dtype_a, dtype_b):
+        self.dtype = result_type([dtype_a, dtype_b])
+        self.sectors, self.pairs = [], {}
+        for sector in _sectors(spec, keys_a, keys_b).values():
+            if not (spec.gathers and self._gather(spec, keys_a, keys_b, sector, dtype_a,
+                                                 dtype_b)):
+                for ia, ib, out_key in sector:
+                    self.pairs.setdefault(out_key, []).append((ia, ib))
+        self.direct = []
+        for out_key, pairs in self.pairs.items():
+            shape = block_shape(spec.legs, out_key)
+            steps = [(ia, ib, dense.contraction_plan(
+                block_shape(spec.legs_a, keys_a[ia]), dtype_a, spec.modes_a,
+                block_shape(spec.legs_b, keys_b[ib]), dtype_b, spec.modes_b, shape,
+                self.dtype, spec.modes_out, k > 0)) for k, (ia, ib) in enumerate(pairs)]
+            self.direct.append((out_key, shape, steps))
+
+    def _gather(self, spec, keys_a, keys_b, sector, dtype_a, dtype_b):
+        """Schedule ``sector`` as gathered matrix products; False where copying does not pay.
+
+        The matrix of ``a`` is (rows, contracted), or its transpose where ``a``'s
+        contracted legs come first; that of ``b`` (contracted, columns), or its transpose.
+        """
+        rows, inner, columns = {}, {}, {}
+        for ia, ib, _ in sector:
+            rows.setdefault(tuple(keys_a[ia][i] for i in spec.free_a), None)
+            inner.setdefault(tuple(keys_a[ia][i] for i in spec.shared_a), None)
+            columns.setdefault(tuple(keys_b[ib][j] for j in spec.free_b), []).append(ib)
+        legs_free_a = [spec.legs_a[i] for i in spec.free_a]
+        legs_shared = [spec.legs_a[i] for i in spec.shared_a]
+        row_at = _offsets(rows, legs_free_a)
+        inner_at = _offsets(inner, legs_shared)
+        a_rows_first = _split(spec.free_a, spec.shared_a)
+        b_inner_first = _split(spec.shared_b, spec.free_b)
+        n_rows, n_inner = sum(s.stop - s.start for s in row_at.values()), sum(
+            s.stop - s.start for s in inner_at.values())
+        cells = []
+        for ia in dict.fromkeys(ia for ia, _, _ in sector):
+            key = keys_a[ia]
+            r = row_at[tuple(key[i] for i in spec.free_a)]
+            k = inner_at[tuple(key[i] for i in spec.shared_a)]
+            cells.append((ia, (r, k) if a_rows_first else (k, r), block_shape(spec.legs_a, key),
+                          None))
+        gather_a = Gather((n_rows, n_inner) if a_rows_first else (n_inner, n_rows), dtype_a,
+                          cells)
+        plans, copies = [], gather_a.copies
+        for j, ibs in columns.items():
+            n_cols = math.prod(block_shape([spec.legs_b[x] for x in spec.free_b], j))
+            whole = slice(0, n_cols)
+            cells = []
+            for ib in dict.fromkeys(ibs):
+                key = keys_b[ib]
+                k = inner_at[tuple(key[x] for x in spec.shared_b)]
+                cells.append((ib, (k, whole) if b_inner_first else (whole, k),
+                              block_shape(spec.legs_b, key), None))
+            gather_b = Gather((n_inner, n_cols) if b_inner_first else (n_cols, n_inner),
+                              dtype_b, cells)
+            copies += gather_b.copies
+            plan = dense.contraction_plan(
+                gather_a.shape, gather_a.dtype, (0, 1) if a_rows_first else (1, 0),
+                gather_b.shape, gather_b.dtype, (1, 2) if b_inner_first else (2, 1),
+                (n_rows, n_cols), self.dtype, (0, 2), False)
+            outputs = {}
+            for ia, ib, out_key in sector:
+                if ib in ibs:
+                    rows_i = row_at[tuple(keys_a[ia][i] for i in spec.free_a)]
+                    outputs[out_key] = (rows_i, block_shape(spec.legs, out_key))
+            plans.append((gather_b, plan, (n_rows, n_cols), outputs))
+        if not worth_copying(copies, len(sector) - len(columns)):
+            return False
+        self.sectors.append((gather_a, plans))
+        return True
+
+    def run(self, blocks_a, blocks_b):
+        blocks = {}
+        for gather_a, plans in self.sectors:
+            a = gather_a(blocks_a)
+            for gather_b, plan, shape, outputs in plans:
+                out = dense.execute(plan, np.empty(shape, self.dtype), a, gather_b(blocks_b))
+                for key, (rows, block) in outputs.items():
+                    blocks[key] = out[rows].reshape(block)
+        for key, shape, steps in self.direct:
+            out = np.empty(shape, self.dtype)
+            for ia, ib, plan in steps:
+                dense.execute(plan, out, blocks_a[ia], blocks_b[ib])
+            blocks[key] = out
+        return blocks
+
+
+def _offsets(keys, legs):
+    """The index range of each key's block in a matrix of the ``keys`` one after another."""
+    out, start = {}, 0
+    for key in keys:
+        size = math.prod(block_shape(legs, key))
+        out[key] = slice(start, start + size)
+        start += size
+    return out
+
+
+def _sectors(spec, keys_a, keys_b):
+    """The block pairs ``(index_a, index_b, output key)`` by contracted charge (a hash join)."""
     by_charge = {}
     for ib, key in enumerate(keys_b):
         by_charge.setdefault(tuple(key[j] for j in spec.shared_b), []).append(ib)
-    pairs = {}
+    legs_shared = tuple(spec.legs_a[i] for i in spec.shared_a)
+    group = spec.legs_a[0].group if spec.legs_a else None
+    sectors = {}
     for ia, key_a in enumerate(keys_a):
+        shared = tuple(key_a[i] for i in spec.shared_a)
         free_a = tuple(key_a[i] for i in spec.free_a)
-        for ib in by_charge.get(tuple(key_a[i] for i in spec.shared_a), ()):
+        charge = total_charge(group, legs_shared, shared) if shared else None
+        for ib in by_charge.get(shared, ()):
             free = free_a + tuple(keys_b[ib][j] for j in spec.free_b)
-            out_key = tuple(free[p] for p in spec.perm)
-            pairs.setdefault(out_key, []).append((ia, ib))
-    entries = [(key, block_shape(spec.legs, key), pair_list) for key, pair_list in pairs.items()]
-    return Schedule(entries, lambda pair: (block_shape(spec.legs_a, keys_a[pair[0]]),
-                                           block_shape(spec.legs_b, keys_b[pair[1]])))
+            sectors.setdefault(charge, []).append((ia, ib, tuple(free[p] for p in spec.perm)))
+    return sectors
 
 
 def contract(a, modes_a, b, modes_b, modes_out):
@@ -102,21 +232,12 @@ def contract(a, modes_a, b, modes_b, modes_out):
         raise OperationError(f"contracting tensors of groups {a.group} and {b.group}")
     modes_a = _modes(modes_a, a.ndim, "modes_a")
     modes_b = _modes(modes_b, b.ndim, "modes_b")
-    spec = _spec(a.legs, modes_a, b.legs, modes_b, tuple(modes_out))
-    keys_a, blocks_a = tuple(a.blocks), tuple(a.blocks.values())
-    keys_b, blocks_b = tuple(b.blocks), tuple(b.blocks.values())
-    dtype = result_type([a.dtype, b.dtype])
-
-    def run_one(out, pair, beta):
-        return dense.contract_into(out, blocks_a[pair[0]], spec.modes_a, blocks_b[pair[1]],
-                                   spec.modes_b, spec.modes_out, beta)
-
-    def run_batch(pairs, shape):
-        stack_a = np.stack([blocks_a[ia] for ia, _ in pairs])
-        stack_b = np.stack([blocks_b[ib] for _, ib in pairs])
-        out = np.empty((len(pairs),) + shape, dtype)
-        return dense.contract_into(out, stack_a, (BATCH,) + spec.modes_a, stack_b,
-                                   (BATCH,) + spec.modes_b, (BATCH,) + spec.modes_out, 0)
-
-    blocks = _matching(spec, keys_a, keys_b).execute(run_one, run_batch, dtype)
-    return BlockTensor._new(spec.legs, a.group.fuse(a.flux, b.flux), blocks, dtype, a.group)
+    modes_out = tuple(modes_out)
+    spec = _spec(a.legs, modes_a, b.legs, modes_b, modes_out)
+    if spec.swap:  # b's free legs lead the output: b is the row side
+        a, modes_a, b, modes_b = b, modes_b, a, modes_a
+        spec = _spec(a.legs, modes_a, b.legs, modes_b, modes_out)
+    schedule = _schedule(spec, tuple(a.blocks), tuple(b.blocks), a.dtype, b.dtype)
+    blocks = schedule.run(tuple(a.blocks.values()), tuple(b.blocks.values()))
+    return BlockTensor._new(spec.legs, a.group.fuse(a.flux, b.flux), blocks, schedule.dtype,
+                            a.group)

@@ -1,14 +1,20 @@
 """The symmetric layer's door to tenalg's dense layer: one cached plan per block shape.
 
 Blocks are C-contiguous arrays, so a plan is fixed by the blocks' extents, dtypes and
-modes; building it (validation and layout analysis) happens once per shape, executing
-it once per block (pair). Accumulation uses the addend C = the output (beta = 1); a
-first write (beta = 0) takes a plan without addend.
+modes; building it (validation and layout analysis) happens once per shape. The
+symmetric operations keep their plans in schedules cached per structure and execute
+them per block (pair). Accumulation uses the addend C = the output (beta = 1); a first
+write (beta = 0) takes a plan without addend.
 
 >>> import numpy as np
 >>> a = np.ones((2, 3)); out = np.empty((2, 2))
->>> contract_into(out, a, (0, 1), a, (2, 1), (0, 2), beta=0).tolist()
+>>> first, add = (contraction_plan(a.shape, a.dtype, (0, 1), a.shape, a.dtype, (2, 1),
+...                                 out.shape, out.dtype, (0, 2), accumulate)
+...               for accumulate in (False, True))
+>>> execute(first, out, a, a).tolist()
 [[3.0, 3.0], [3.0, 3.0]]
+>>> execute(add, out, a, a).tolist()
+[[6.0, 6.0], [6.0, 6.0]]
 """
 
 import functools
@@ -23,8 +29,9 @@ def _descriptor(shape, dtype):
 
 
 @functools.lru_cache(maxsize=4096)
-def _contraction_plan(shape_a, dtype_a, modes_a, shape_b, dtype_b, modes_b, shape_out,
-                      dtype_out, modes_out, accumulate):
+def contraction_plan(shape_a, dtype_a, modes_a, shape_b, dtype_b, modes_b, shape_out,
+                     dtype_out, modes_out, accumulate):
+    """The plan of ``out = sum a b (+ out)`` over the modes absent from ``modes_out``."""
     out = _descriptor(shape_out, dtype_out)
     return Plan(Operation.contraction(
         Operand(_descriptor(shape_a, dtype_a), modes_a),
@@ -33,20 +40,9 @@ def _contraction_plan(shape_a, dtype_a, modes_a, shape_b, dtype_b, modes_b, shap
     ))
 
 
-def contract_into(out, a, modes_a, b, modes_b, modes_out, beta):
-    """``out = sum a b + beta * out`` over the modes absent from ``modes_out``.
-
-    With beta = 0 the plan has no addend (cheaper per call); else C is ``out`` itself.
-    """
-    plan = _contraction_plan(a.shape, a.dtype, modes_a, b.shape, b.dtype, modes_b,
-                             out.shape, out.dtype, modes_out, beta != 0)
-    if beta == 0:
-        return plan.execute_into(out, a, b)
-    return plan.execute_into(out, a, b, out, beta=beta)
-
-
 @functools.lru_cache(maxsize=4096)
-def _reduction_plan(shape, dtype, modes, shape_out, dtype_out, modes_out, accumulate):
+def reduction_plan(shape, dtype, modes, shape_out, dtype_out, modes_out, accumulate):
+    """The plan of ``out = sum a (+ out)``; repeated ``modes`` read a diagonal (no copy)."""
     out = _descriptor(shape_out, dtype_out)
     return Plan(Operation.reduction(
         Operand(_descriptor(shape, dtype), modes),
@@ -54,12 +50,11 @@ def _reduction_plan(shape, dtype, modes, shape_out, dtype_out, modes_out, accumu
     ))
 
 
-def trace_into(out, a, modes, modes_out, beta):
-    """``out = sum a + beta * out``; repeated ``modes`` read a diagonal view (no copy)."""
-    plan = _reduction_plan(a.shape, a.dtype, modes, out.shape, out.dtype, modes_out, beta != 0)
-    if beta == 0:
-        return plan.execute_into(out, a)
-    return plan.execute_into(out, a, out, beta=beta)
+def execute(plan, out, *arrays):
+    """Run ``plan`` into ``out``; a plan with an addend adds to ``out`` (C = out, beta = 1)."""
+    if plan.operation.addend is not None:
+        return plan.execute_into(out, *arrays, out, beta=1)
+    return plan.execute_into(out, *arrays)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -1,11 +1,12 @@
 """Traces of block tensors over one or several leg pairs at once.
 
 A traced pair must be a leg and its dual with equal sectors; only blocks carrying the
-same charge on both legs of every pair lie on the diagonal. Each such block goes to a
-dense reduction plan over its diagonal view (summed strides: no transpose copy, no
-identity tensor), accumulating into the output block it maps to (beta = 1); small
-blocks of equal shapes have their diagonals (views) stacked into one batched reduction
-(:mod:`.schedule`).
+same charge on both legs of every pair lie on the diagonal, and the output block they
+feed is fixed by their other charges. Its blocks are summed by a dense reduction plan
+over each block's diagonal (summed strides: no transpose copy, no identity tensor),
+accumulating (beta = 1); or, where the diagonals are small, they are copied one after
+the other along a single traced axis (:mod:`.gather`), and one reduction plan sums
+them all at once. The schedule (gathers, plans) is cached per structure.
 
 >>> import numpy as np
 >>> from tenalg.symmetric import U1, Leg, BlockTensor
@@ -16,13 +17,13 @@ True
 """
 
 import functools
+import math
 
 import numpy as np
 
 from ..errors import OperationError
-from ..views import diagonals
 from . import dense
-from .schedule import BATCH, Schedule
+from .gather import Gather, worth_copying
 from .sectors import block_shape
 from .tensor import BlockTensor
 
@@ -33,21 +34,74 @@ def _axis(ax, ndim):
     return ax % ndim
 
 
+def _c_strides(shape, itemsize):
+    strides, step = [], itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return strides[::-1]
+
+
+class _Schedule:
+    """The work of one structure: per output block, a gathered sum or direct blocks."""
+
+    def __init__(self, legs, keys, pairs, dtype):
+        self.kept = tuple(ax for ax in range(len(legs)) if all(ax not in p for p in pairs))
+        self.legs = tuple(legs[ax] for ax in self.kept)
+        modes = list(range(len(legs)))
+        for i, j in pairs:
+            modes[j] = i
+        members = {}
+        for n, key in enumerate(keys):
+            if all(key[i] == key[j] for i, j in pairs):
+                members.setdefault(tuple(key[ax] for ax in self.kept), []).append(n)
+        self.gathered, self.direct = [], []
+        for out_key, ns in members.items():
+            shape = block_shape(self.legs, out_key)
+            diagonals = [tuple(legs[i].dims[keys[n][i]] for i, _ in pairs) for n in ns]
+            total = sum(math.prod(d) for d in diagonals) * math.prod(shape)
+            if len(ns) > 1 and worth_copying(total, len(ns) - 1):
+                self.gathered.append((out_key, shape, *self._gather(
+                    legs, keys, pairs, ns, diagonals, shape, dtype)))
+                continue
+            steps = []
+            for k, n in enumerate(ns):
+                steps.append((n, dense.reduction_plan(
+                    block_shape(legs, keys[n]), dtype, tuple(modes), shape, dtype, self.kept,
+                    k > 0)))
+            self.direct.append((out_key, shape, steps))
+
+    def _gather(self, legs, keys, pairs, ns, diagonals, shape, dtype):
+        """The diagonals of blocks ``ns`` along one axis, and the plan summing it."""
+        cells, start = [], 0
+        itemsize = np.dtype(dtype).itemsize
+        for n, diagonal in zip(ns, diagonals, strict=True):
+            strides = _c_strides(block_shape(legs, keys[n]), itemsize)
+            view = tuple(strides[i] + strides[j] for i, j in pairs) + tuple(
+                strides[ax] for ax in self.kept)
+            size = math.prod(diagonal)
+            cells.append((n, (slice(start, start + size),), diagonal + shape, view))
+            start += size
+        gather = Gather((start,) + shape, dtype, cells)
+        modes = tuple(range(len(shape) + 1))
+        return gather, dense.reduction_plan(gather.shape, dtype, modes, shape, dtype,
+                                            modes[1:], False)
+
+    def run(self, blocks, dtype):
+        out = {}
+        for key, shape, gather, plan in self.gathered:
+            out[key] = dense.execute(plan, np.empty(shape, dtype), gather(blocks))
+        for key, shape, steps in self.direct:
+            block = np.empty(shape, dtype)
+            for n, plan in steps:
+                dense.execute(plan, block, blocks[n])
+            out[key] = block
+        return out
+
+
 @functools.lru_cache(maxsize=256)
-def _structure(legs, keys, pairs):
-    """Output legs, dense modes, kept modes, and the :class:`Schedule` of the blocks."""
-    kept = tuple(ax for ax in range(len(legs)) if all(ax not in p for p in pairs))
-    out_legs = tuple(legs[ax] for ax in kept)
-    modes = list(range(len(legs)))
-    for i, j in pairs:
-        modes[j] = i
-    groups = {}
-    for n, key in enumerate(keys):
-        if all(key[i] == key[j] for i, j in pairs):
-            groups.setdefault(tuple(key[ax] for ax in kept), []).append(n)
-    entries = [(k, block_shape(out_legs, k), ns) for k, ns in groups.items()]
-    schedule = Schedule(entries, lambda n: (block_shape(legs, keys[n]),))
-    return out_legs, tuple(modes), kept, schedule
+def _schedule(legs, keys, pairs, dtype):
+    return _Schedule(legs, keys, pairs, dtype)
 
 
 def partial_trace(t, pairs):
@@ -61,23 +115,9 @@ def partial_trace(t, pairs):
         raise OperationError(f"trace pairs {pairs} repeat an axis")
     for i, j in pairs:
         t.legs[i].check_contracts_with(t.legs[j], f"tracing legs {i} and {j}")
-    blocks_in = tuple(t.blocks.values())
-    out_legs, modes, kept, schedule = _structure(t.legs, tuple(t.blocks), pairs)
-
-    def run_one(out, n, beta):
-        return dense.trace_into(out, blocks_in[n], modes, kept, beta)
-
-    def run_batch(members, shape):  # stacks only the diagonals: survivors, one axis a pair
-        views = [diagonals(blocks_in[n], pairs) for n in members]
-        stack = np.empty((len(views),) + views[0].shape, t.dtype)  # C order, as plans expect
-        for k, view in enumerate(views):
-            stack[k] = view
-        out = np.empty((len(members),) + shape, t.dtype)
-        return dense.trace_into(out, stack, (BATCH,) + kept + tuple(i for i, _ in pairs),
-                                (BATCH,) + kept, 0)
-
-    blocks = schedule.execute(run_one, run_batch, t.dtype)
-    return BlockTensor._new(out_legs, t.flux, blocks, t.dtype, t.group)
+    schedule = _schedule(t.legs, tuple(t.blocks), pairs, t.dtype)
+    blocks = schedule.run(tuple(t.blocks.values()), t.dtype)
+    return BlockTensor._new(schedule.legs, t.flux, blocks, t.dtype, t.group)
 
 
 def trace(t, axis1=0, axis2=1):

@@ -1,0 +1,61 @@
+"""Gathers: blocks, or strided views of them, copied into windows of one new array.
+
+A dense plan call costs microseconds of overhead, about as much as copying
+``COPY_PER_CALL`` elements. So small blocks that meet in one dense operation (the row
+and contracted sectors of one contraction, the traced sectors of one output block) are
+worth copying side by side into one array: one plan call then does the work of many.
+A gather of one block filling the whole array returns a reshaped view of the block.
+
+>>> import numpy as np
+>>> g = Gather((2, 3), np.float64, [(0, (slice(0, 1),), (1, 3), None),
+...                                 (1, (slice(1, 2),), (1, 3), None)])
+>>> g([np.zeros((1, 3)), np.ones((1, 3))]).tolist()
+[[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
+>>> worth_copying(10_000, 1), worth_copying(10_000, 2)
+(False, True)
+"""
+
+import math
+
+import numpy as np
+
+COPY_PER_CALL = 1 << 13  # elements whose copy costs about one dense plan call's overhead
+
+
+def worth_copying(elements, calls_saved):
+    """Whether copying ``elements`` pays for itself by ``calls_saved`` fewer plan calls."""
+    return elements <= COPY_PER_CALL * calls_saved
+
+
+class Gather:
+    """A new C-ordered array of ``shape`` and ``dtype`` assembled from blocks.
+
+    Each cell ``(index, window, source_shape, strides)`` copies ``blocks[index]`` into
+    ``array[window]``: the block itself (C-contiguous, of ``source_shape``), or with
+    ``strides`` (bytes) the view of the block's memory with those strides (a diagonal).
+    The window must be ``source_shape`` after splitting axes, or contiguous. Where the
+    cells leave part of the array uncovered, it is zero.
+    """
+
+    def __init__(self, shape, dtype, cells):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.cells = [cell for cell in cells if math.prod(cell[2])]  # empty cells copy nothing
+        covered = sum(math.prod(cell[2]) for cell in self.cells)
+        self.complete = covered == math.prod(self.shape)
+        self.single = self.complete and len(self.cells) == 1 and self.cells[0][3] is None
+
+    @property
+    def copies(self):
+        """Elements copied per call (none when the gather is a view of one block)."""
+        return 0 if self.single else math.prod(self.shape)
+
+    def __call__(self, blocks):
+        if self.single:
+            return blocks[self.cells[0][0]].reshape(self.shape)
+        array = (np.empty if self.complete else np.zeros)(self.shape, self.dtype)
+        for index, window, shape, strides in self.cells:
+            block = blocks[index]
+            if strides is not None:
+                block = np.ndarray(shape, block.dtype, block, 0, strides)
+            array[window].reshape(shape)[...] = block
+        return array
