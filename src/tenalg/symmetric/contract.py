@@ -100,90 +100,139 @@ def _schedule(spec, keys_a, keys_b, dtype_a, dtype_b):
     return _Schedule(spec, keys_a, keys_b, dtype_a, dtype_b)
 
 
-class _Schedule:
-    """The work of one structure: gathered sectors, then the pairs run one by one."""
+BATCH = -1  # the dense mode of the axis stacking sectors of one layout (others are >= 0)
 
-    def __init__(self, spec, keys_a, keys_b, dtype_a, dtype_b):
-        self.dtype = result_type([dtype_a, dtype_b])
-        self.sectors, self.pairs = [], {}
-        for sector in _sectors(spec, keys_a, keys_b).values():
-            if not (spec.gathers and self._gather(spec, keys_a, keys_b, sector, dtype_a,
-                                                 dtype_b)):
-                for ia, ib, out_key in sector:
-                    self.pairs.setdefault(out_key, []).append((ia, ib))
-        self.direct = []
-        for out_key, pairs in self.pairs.items():
-            shape = block_shape(spec.legs, out_key)
-            steps = [(ia, ib, dense.contraction_plan(
-                block_shape(spec.legs_a, keys_a[ia]), dtype_a, spec.modes_a,
-                block_shape(spec.legs_b, keys_b[ib]), dtype_b, spec.modes_b, shape,
-                self.dtype, spec.modes_out, k > 0)) for k, (ia, ib) in enumerate(pairs)]
-            self.direct.append((out_key, shape, steps))
 
-    def _gather(self, spec, keys_a, keys_b, sector, dtype_a, dtype_b):
-        """Schedule ``sector`` as gathered matrix products; False where copying does not pay.
+class _Sector:
+    """One sector's matrix product laid out: the windows of its blocks in the gathered
+    matrices, one gathered ``b`` per column ``j``, the output rows of each block.
 
-        The matrix of ``a`` is (rows, contracted), or its transpose where ``a``'s
-        contracted legs come first; that of ``b`` (contracted, columns), or its transpose.
-        """
+    The matrix of ``a`` is (rows, contracted), or its transpose where ``a``'s contracted
+    legs come first; that of ``b`` (contracted, columns), or its transpose. Sectors of
+    equal ``layout`` (shapes and windows, not blocks) stack into one batched product.
+    """
+
+    def __init__(self, spec, keys_a, keys_b, pairs):
+        self.pairs = pairs
         rows, inner, columns = {}, {}, {}
-        for ia, ib, _ in sector:
+        for ia, ib, _ in pairs:
             rows.setdefault(tuple(keys_a[ia][i] for i in spec.free_a), None)
             inner.setdefault(tuple(keys_a[ia][i] for i in spec.shared_a), None)
             columns.setdefault(tuple(keys_b[ib][j] for j in spec.free_b), []).append(ib)
-        legs_free_a = [spec.legs_a[i] for i in spec.free_a]
-        legs_shared = [spec.legs_a[i] for i in spec.shared_a]
-        row_at = _offsets(rows, legs_free_a)
-        inner_at = _offsets(inner, legs_shared)
-        a_rows_first = _split(spec.free_a, spec.shared_a)
-        b_inner_first = _split(spec.shared_b, spec.free_b)
-        n_rows, n_inner = sum(s.stop - s.start for s in row_at.values()), sum(
-            s.stop - s.start for s in inner_at.values())
-        cells = []
-        for ia in dict.fromkeys(ia for ia, _, _ in sector):
+        row_at = _offsets(rows, [spec.legs_a[i] for i in spec.free_a])
+        inner_at = _offsets(inner, [spec.legs_a[i] for i in spec.shared_a])
+        self.n_rows, n_inner = _total(row_at), _total(inner_at)
+        rows_first = _split(spec.free_a, spec.shared_a)
+        inner_first = _split(spec.shared_b, spec.free_b)
+        self.a_shape = (self.n_rows, n_inner) if rows_first else (n_inner, self.n_rows)
+        self.a_cells = []
+        for ia in dict.fromkeys(ia for ia, _, _ in pairs):
             key = keys_a[ia]
             r = row_at[tuple(key[i] for i in spec.free_a)]
             k = inner_at[tuple(key[i] for i in spec.shared_a)]
-            cells.append((ia, (r, k) if a_rows_first else (k, r), block_shape(spec.legs_a, key),
-                          None))
-        gather_a = Gather((n_rows, n_inner) if a_rows_first else (n_inner, n_rows), dtype_a,
-                          cells)
-        plans, copies = [], gather_a.copies
+            self.a_cells.append((ia, (r, k) if rows_first else (k, r),
+                                 block_shape(spec.legs_a, key)))
+        self.columns = []
         for j, ibs in columns.items():
             n_cols = math.prod(block_shape([spec.legs_b[x] for x in spec.free_b], j))
-            whole = slice(0, n_cols)
             cells = []
             for ib in dict.fromkeys(ibs):
                 key = keys_b[ib]
                 k = inner_at[tuple(key[x] for x in spec.shared_b)]
-                cells.append((ib, (k, whole) if b_inner_first else (whole, k),
-                              block_shape(spec.legs_b, key), None))
-            gather_b = Gather((n_inner, n_cols) if b_inner_first else (n_cols, n_inner),
-                              dtype_b, cells)
-            copies += gather_b.copies
+                cells.append((ib, (k, (0, n_cols)) if inner_first else ((0, n_cols), k),
+                              block_shape(spec.legs_b, key)))
+            outputs = {out_key: (row_at[tuple(keys_a[ia][i] for i in spec.free_a)],
+                                 block_shape(spec.legs, out_key))
+                       for ia, ib, out_key in pairs if ib in ibs}
+            shape = (n_inner, n_cols) if inner_first else (n_cols, n_inner)
+            self.columns.append((cells, shape, n_cols, list(outputs.items())))
+        self.layout = (self.a_shape, tuple(c[1:] for c in self.a_cells), tuple(
+            (tuple(c[1:] for c in cells), shape, tuple(o for _, o in outputs))
+            for cells, shape, _, outputs in self.columns))
+        self.elements = math.prod(self.a_shape) + sum(math.prod(c[1]) for c in self.columns)
+        self.modes = ((0, 1) if rows_first else (1, 0), (1, 2) if inner_first else (2, 1))
+
+    def copies(self):
+        """Elements copied to run this sector alone (blocks filling a matrix are views)."""
+        matrices = [(self.a_cells, self.a_shape)] + [column[:2] for column in self.columns]
+        return sum(math.prod(shape) for cells, shape in matrices
+                   if len(cells) > 1 or math.prod(cells[0][2]) != math.prod(shape))
+
+
+def _total(offsets):
+    return sum(stop - start for start, stop in offsets.values())
+
+
+class _Schedule:
+    """The work of one structure: gathered (batched) sectors, then pairs one by one."""
+
+    def __init__(self, spec, keys_a, keys_b, dtype_a, dtype_b):
+        self.dtype = result_type([dtype_a, dtype_b])
+        self.dtypes = (np.dtype(dtype_a), np.dtype(dtype_b))
+        self.sectors, pairs = [], []
+        by_layout = {}
+        for sector in _sectors(spec, keys_a, keys_b).values():
+            if spec.gathers:
+                sector = _Sector(spec, keys_a, keys_b, sector)
+                by_layout.setdefault(sector.layout, []).append(sector)
+            else:
+                pairs.extend(sector)
+        for same in by_layout.values():
+            n_pairs, n_cols = sum(len(s.pairs) for s in same), len(same[0].columns)
+            if len(same) > 1 and worth_copying(len(same) * same[0].elements, n_pairs - n_cols):
+                self._add(spec, same)
+                continue
+            for sector in same:
+                if worth_copying(sector.copies(), len(sector.pairs) - n_cols):
+                    self._add(spec, [sector])
+                else:
+                    pairs.extend(sector.pairs)
+        by_key = {}
+        for ia, ib, out_key in pairs:
+            by_key.setdefault(out_key, []).append((ia, ib))
+        self.direct = []
+        for out_key, key_pairs in by_key.items():
+            shape = block_shape(spec.legs, out_key)
+            steps = [(ia, ib, dense.contraction_plan(
+                block_shape(spec.legs_a, keys_a[ia]), dtype_a, spec.modes_a,
+                block_shape(spec.legs_b, keys_b[ib]), dtype_b, spec.modes_b, shape,
+                self.dtype, spec.modes_out, k > 0)) for k, (ia, ib) in enumerate(key_pairs)]
+            self.direct.append((out_key, shape, steps))
+
+    def _add(self, spec, sectors):
+        """Schedule ``sectors`` (of one layout) as one product per column, batched if several."""
+        lead, batch = ((len(sectors),), (BATCH,)) if len(sectors) > 1 else ((), ())
+
+        def cells(g, listed):
+            at = (g,) if lead else ()
+            return [(index, at + tuple(slice(*w) for w in window), shape, None)
+                    for index, window, shape in listed]
+
+        first = sectors[0]
+        gather_a = Gather(lead + first.a_shape, self.dtypes[0], [
+            cell for g, s in enumerate(sectors) for cell in cells(g, s.a_cells)])
+        columns = []
+        for c, (_, shape, n_cols, _) in enumerate(first.columns):
+            gather_b = Gather(lead + shape, self.dtypes[1], [
+                cell for g, s in enumerate(sectors) for cell in cells(g, s.columns[c][0])])
+            out_shape = lead + (first.n_rows, n_cols)
             plan = dense.contraction_plan(
-                gather_a.shape, gather_a.dtype, (0, 1) if a_rows_first else (1, 0),
-                gather_b.shape, gather_b.dtype, (1, 2) if b_inner_first else (2, 1),
-                (n_rows, n_cols), self.dtype, (0, 2), False)
-            outputs = {}
-            for ia, ib, out_key in sector:
-                if ib in ibs:
-                    rows_i = row_at[tuple(keys_a[ia][i] for i in spec.free_a)]
-                    outputs[out_key] = (rows_i, block_shape(spec.legs, out_key))
-            plans.append((gather_b, plan, (n_rows, n_cols), outputs))
-        if not worth_copying(copies, len(sector) - len(columns)):
-            return False
-        self.sectors.append((gather_a, plans))
-        return True
+                gather_a.shape, gather_a.dtype, batch + first.modes[0], gather_b.shape,
+                gather_b.dtype, batch + first.modes[1], out_shape, self.dtype, batch + (0, 2),
+                False)
+            outputs = [(key, (g,) * len(batch) + (slice(*rows),), block)
+                       for g, s in enumerate(sectors) for key, (rows, block) in s.columns[c][3]]
+            columns.append((gather_b, plan, out_shape, outputs))
+        self.sectors.append((gather_a, columns))
 
     def run(self, blocks_a, blocks_b):
         blocks = {}
-        for gather_a, plans in self.sectors:
+        for gather_a, columns in self.sectors:
             a = gather_a(blocks_a)
-            for gather_b, plan, shape, outputs in plans:
+            for gather_b, plan, shape, outputs in columns:
                 out = dense.execute(plan, np.empty(shape, self.dtype), a, gather_b(blocks_b))
-                for key, (rows, block) in outputs.items():
-                    blocks[key] = out[rows].reshape(block)
+                for key, index, block in outputs:
+                    blocks[key] = out[index].reshape(block)
         for key, shape, steps in self.direct:
             out = np.empty(shape, self.dtype)
             for ia, ib, plan in steps:
@@ -193,11 +242,11 @@ class _Schedule:
 
 
 def _offsets(keys, legs):
-    """The index range of each key's block in a matrix of the ``keys`` one after another."""
+    """The index range ``(start, stop)`` of each key's block, the ``keys`` one after another."""
     out, start = {}, 0
     for key in keys:
         size = math.prod(block_shape(legs, key))
-        out[key] = slice(start, start + size)
+        out[key] = (start, start + size)
         start += size
     return out
 

@@ -39,10 +39,14 @@ class Gather:
 
     def __init__(self, shape, dtype, cells):
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
-        self.cells = [cell for cell in cells if math.prod(cell[2])]  # empty cells copy nothing
-        covered = sum(math.prod(cell[2]) for cell in self.cells)
+        probe = np.broadcast_to(self.dtype.type(0), self.shape)  # window shapes, no memory
+        self.cells = [(index, window, tuple(source) if probe[window].shape != tuple(source)
+                       else None, source, strides)
+                      for index, window, source, strides in cells
+                      if math.prod(source)]  # empty cells copy nothing
+        covered = sum(math.prod(cell[3]) for cell in self.cells)
         self.complete = covered == math.prod(self.shape)
-        self.single = self.complete and len(self.cells) == 1 and self.cells[0][3] is None
+        self.single = self.complete and len(self.cells) == 1 and self.cells[0][4] is None
 
     @property
     def copies(self):
@@ -53,9 +57,12 @@ class Gather:
         if self.single:
             return blocks[self.cells[0][0]].reshape(self.shape)
         array = (np.empty if self.complete else np.zeros)(self.shape, self.dtype)
-        for index, window, shape, strides in self.cells:
+        for index, window, split, shape, strides in self.cells:
             block = blocks[index]
             if strides is not None:
                 block = np.ndarray(shape, block.dtype, block, 0, strides)
-            array[window].reshape(shape)[...] = block
+            if split is None:
+                array[window] = block
+            else:
+                array[window].reshape(split)[...] = block
         return array

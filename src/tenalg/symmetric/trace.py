@@ -6,7 +6,8 @@ feed is fixed by their other charges. Its blocks are summed by a dense reduction
 over each block's diagonal (summed strides: no transpose copy, no identity tensor),
 accumulating (beta = 1); or, where the diagonals are small, they are copied one after
 the other along a single traced axis (:mod:`.gather`), and one reduction plan sums
-them all at once. The schedule (gathers, plans) is cached per structure.
+them all at once, for all output blocks of one layout (shapes) stacked together. The
+schedule (gathers, plans) is cached per structure.
 
 >>> import numpy as np
 >>> from tenalg.symmetric import U1, Leg, BlockTensor
@@ -42,8 +43,11 @@ def _c_strides(shape, itemsize):
     return strides[::-1]
 
 
+BATCH = -1  # the dense mode of the axis stacking output blocks of one layout
+
+
 class _Schedule:
-    """The work of one structure: per output block, a gathered sum or direct blocks."""
+    """The work of one structure: gathered sums (batched by layout), then direct blocks."""
 
     def __init__(self, legs, keys, pairs, dtype):
         self.kept = tuple(ax for ax in range(len(legs)) if all(ax not in p for p in pairs))
@@ -55,42 +59,52 @@ class _Schedule:
         for n, key in enumerate(keys):
             if all(key[i] == key[j] for i, j in pairs):
                 members.setdefault(tuple(key[ax] for ax in self.kept), []).append(n)
-        self.gathered, self.direct = [], []
+        by_layout = {}
         for out_key, ns in members.items():
             shape = block_shape(self.legs, out_key)
-            diagonals = [tuple(legs[i].dims[keys[n][i]] for i, _ in pairs) for n in ns]
+            diagonals = tuple(tuple(legs[i].dims[keys[n][i]] for i, _ in pairs) for n in ns)
+            by_layout.setdefault((shape, diagonals), []).append((out_key, ns))
+        self.gathered, self.direct = [], []
+        for (shape, diagonals), outputs in by_layout.items():
             total = sum(math.prod(d) for d in diagonals) * math.prod(shape)
-            if len(ns) > 1 and worth_copying(total, len(ns) - 1):
-                self.gathered.append((out_key, shape, *self._gather(
-                    legs, keys, pairs, ns, diagonals, shape, dtype)))
+            if worth_copying(len(outputs) * total, len(outputs) * len(diagonals) - 1):
+                self.gathered.append(self._gather(legs, keys, pairs, outputs, diagonals, shape,
+                                                  dtype))
                 continue
-            steps = []
-            for k, n in enumerate(ns):
-                steps.append((n, dense.reduction_plan(
+            for out_key, ns in outputs:
+                self.direct.append((out_key, shape, [(n, dense.reduction_plan(
                     block_shape(legs, keys[n]), dtype, tuple(modes), shape, dtype, self.kept,
-                    k > 0)))
-            self.direct.append((out_key, shape, steps))
+                    k > 0)) for k, n in enumerate(ns)]))
 
-    def _gather(self, legs, keys, pairs, ns, diagonals, shape, dtype):
-        """The diagonals of blocks ``ns`` along one axis, and the plan summing it."""
-        cells, start = [], 0
+    def _gather(self, legs, keys, pairs, outputs, diagonals, shape, dtype):
+        """The diagonals of each output's blocks along one axis (output blocks stacked
+        when several), the plan summing that axis, and where each output block lies."""
+        lead, batch = ((len(outputs),), (BATCH,)) if len(outputs) > 1 else ((), ())
         itemsize = np.dtype(dtype).itemsize
-        for n, diagonal in zip(ns, diagonals, strict=True):
-            strides = _c_strides(block_shape(legs, keys[n]), itemsize)
-            view = tuple(strides[i] + strides[j] for i, j in pairs) + tuple(
-                strides[ax] for ax in self.kept)
-            size = math.prod(diagonal)
-            cells.append((n, (slice(start, start + size),), diagonal + shape, view))
-            start += size
-        gather = Gather((start,) + shape, dtype, cells)
+        cells = []
+        for g, (_, ns) in enumerate(outputs):
+            start = 0
+            for n, diagonal in zip(ns, diagonals, strict=True):
+                strides = _c_strides(block_shape(legs, keys[n]), itemsize)
+                view = tuple(strides[i] + strides[j] for i, j in pairs) + tuple(
+                    strides[ax] for ax in self.kept)
+                size = math.prod(diagonal)
+                window = (g,) * len(lead) + (slice(start, start + size),)
+                cells.append((n, window, diagonal + shape, view))
+                start += size
+        gather = Gather(lead + (start,) + shape, dtype, cells)
         modes = tuple(range(len(shape) + 1))
-        return gather, dense.reduction_plan(gather.shape, dtype, modes, shape, dtype,
-                                            modes[1:], False)
+        plan = dense.reduction_plan(gather.shape, dtype, batch + modes, lead + shape, dtype,
+                                    batch + modes[1:], False)
+        places = [(key, (g,) * len(lead)) for g, (key, _) in enumerate(outputs)]
+        return gather, plan, lead + shape, places
 
     def run(self, blocks, dtype):
         out = {}
-        for key, shape, gather, plan in self.gathered:
-            out[key] = dense.execute(plan, np.empty(shape, dtype), gather(blocks))
+        for gather, plan, shape, places in self.gathered:
+            sums = dense.execute(plan, np.empty(shape, dtype), gather(blocks))
+            for key, index in places:
+                out[key] = sums[index]
         for key, shape, steps in self.direct:
             block = np.empty(shape, dtype)
             for n, plan in steps:
