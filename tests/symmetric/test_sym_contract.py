@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sym_helpers import DTYPES, GROUPS, close, flux_for, in_blocks, legs
+from sym_helpers import DTYPES, GROUPS, charge_pool, close, flux_for, in_blocks, legs
 
 from tenalg import symmetric as sym
 from tenalg.errors import ExpressionError, OperationError
@@ -219,3 +219,37 @@ def test_gathered_output_blocks_are_views_that_later_operations_accept():
     u, s, v, info = sym.svd(theta, (0, 1), (2, 3))
     back = sym.contract(sym.contract(u, "lpx", s, "xy", "lpy"), "lpy", v, "yqr", "lpqr")
     assert close(back.to_dense(), d, np.float64) and info.discarded_weight == 0
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(GROUPS), st.integers(1, 3), st.sampled_from(DTYPES),
+       st.sampled_from(DTYPES), st.data())
+def test_sectors_of_one_layout_run_batched(group, dim, dtype_a, dtype_b, data):
+    """Sectors of equal dimensions stack into batched plans (contraction and trace)."""
+    if dim == 1 and group == sym.U1():  # the batching itself, on one structure
+        u1 = sym.Leg(group, [(q, 1) for q in range(-2, 3)])
+        a = sym.BlockTensor.random((u1, u1.conj()), rng=0)
+        spec = contract_module._spec(a.legs, "ij", a.legs, "jk", "ik")
+        schedule = contract_module._schedule(spec, tuple(a.blocks), tuple(a.blocks), a.dtype,
+                                             a.dtype)
+        assert [gather.shape for gather, _ in schedule.sectors] == [(5, 1, 1)]
+        t = sym.BlockTensor.random((u1, u1, u1.conj(), u1.conj()), rng=0)
+        schedule = trace_module._schedule(t.legs, tuple(t.blocks), ((0, 2),), t.dtype)
+        assert [gather.shape for gather, _, _, _ in schedule.gathered] == [(5, 5, 1, 1)]
+    charges = charge_pool(group)[:4]
+    leg = sym.Leg(group, [(q, dim) for q in charges])
+    phys = sym.Leg(group, [(q, 1) for q in charges[:2]])
+    legs_ = (leg, phys, leg.conj())
+    a = sym.BlockTensor.random(legs_, data.draw(flux_for(legs_)), dtype=dtype_a, rng=0)
+    b = sym.BlockTensor.random(legs_, data.draw(flux_for(legs_)), dtype=dtype_b, rng=1)
+    da, db = a.to_dense(), b.to_dense()
+    tol = np.result_type(dtype_a, dtype_b)
+    for out in ("lpqr", "qrlp"):
+        c = sym.contract(a, "lpm", b, "mqr", out)
+        assert in_blocks(c) and close(c.to_dense(), np.einsum(f"lpm,mqr->{out}", da, db), tol)
+    env = sym.contract(a, "lpr", b.conj(), "lps", "rs")
+    assert close(env.to_dense(), np.einsum("lpr,lps->rs", da, db.conj()), tol)
+    t = sym.BlockTensor.random((leg, leg, leg.conj(), leg.conj()), dtype=dtype_a, rng=2)
+    for pairs, expr in (([(0, 2)], "abad->bd"), ([(0, 2), (1, 3)], "abab->")):
+        assert close(sym.partial_trace(t, pairs).to_dense(), np.einsum(expr, t.to_dense()),
+                     dtype_a)
