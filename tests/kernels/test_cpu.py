@@ -149,6 +149,20 @@ def test_permute_tiles(dtype, axes):
     assert_same(out, (-3 * view.astype(compute_for(dtype))).astype(dtype))
 
 
+@pytest.mark.parametrize("dtype", SAME)
+@pytest.mark.parametrize("steps", [(1, 1), (1, -1), (2, 1), (-1, 3)])
+def test_permute_plain_copy_blocks(dtype, steps):
+    """Plain copies move elements in 8 x 8 blocks where both fastest strides are 1: extents
+    with partial blocks, reversed and strided axes, NaN and signed zeros kept."""
+    a = values(np.random.default_rng(6), (45 * abs(steps[0]), 3, 70 * abs(steps[1])), dtype)
+    a.reshape(-1)[:4] = np.asarray([np.nan, -0.0, np.inf, -np.inf]).astype(dtype)
+    view = a[:: steps[0], :, :: steps[1]].transpose(2, 1, 0)
+    out = np.empty(view.shape, dtype)
+    cpu.permute(out, view, alpha=1, unary=Unary.IDENTITY, compute=compute_for(dtype))
+    assert_same(out, view.copy())
+    assert np.array_equal(np.signbit(out.real), np.signbit(view.real))
+
+
 def test_permute_tile_groups():
     """A tile grid wider than one group of tiles, with partial groups at the edges."""
     a = values(np.random.default_rng(5), (1100, 9, 600), F32)

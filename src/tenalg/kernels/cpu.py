@@ -45,8 +45,8 @@ _TABLES = {
 }
 _NO_TABLE = np.zeros(1, np.float32)
 
-_TILE = 64  # permutation tiles: elements per side
-_TILE_GROUP = 8  # tiles taken in groups of this many squared (fewer pages in flight)
+_TILES = np.array([64, 64, 8], np.int64)  # permutation tiles: along p, along q, group side
+_MICRO = 8  # side of the blocks a plain-copy tile moves in (unrolled, vectorised)
 _ROW = 512     # elements per unit of the elementwise row kernel
 _CHUNK = 128   # row chunk summed pairwise by the reduction (NumPy's block size)
 _BLOCK = 16    # contributions accumulated naively before entering the cascade
@@ -292,14 +292,49 @@ def _rows_kernel(shape, offs, strides, out, a, ta, b, tb, c, tc, codes, scal):
 # permutation: tiles over the output's fastest axis (last) and the input's (second last)
 
 
+def _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq):
+    """out[dst + i*sop + j*soq] = a[src + i*sap + j*saq] for i < mp, j < mq, elements
+    moved as they are (out and a share a storage type)."""
+
+
+@overload(_copy_tile, jit_options=_JIT)
+def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq):
+    if out.dtype != a.dtype:  # never called: the kernel converts such tiles through buf
+        return lambda out, a, dst, src, sop, soq, sap, saq, mp, mq: None
+
+    def impl(out, a, dst, src, sop, soq, sap, saq, mp, mq):
+        if sop != 1 or saq != 1:
+            for j in range(mq):
+                for i in range(mp):
+                    out[_U(dst + i * sop + j * soq)] = a[_U(src + i * sap + j * saq)]
+            return
+        ep, eq = mp - mp % _MICRO, mq - mq % _MICRO
+        for j0 in range(0, eq, _MICRO):  # unit strides as literals: the 8 x 8 blocks vectorise
+            for i0 in range(0, ep, _MICRO):
+                o, s = dst + i0 + j0 * soq, src + i0 * sap + j0
+                for j in range(_MICRO):
+                    for i in range(_MICRO):
+                        out[_U(o + i + j * soq)] = a[_U(s + i * sap + j)]
+            for j in range(j0, j0 + _MICRO):
+                for i in range(ep, mp):
+                    out[_U(dst + i + j * soq)] = a[_U(src + i * sap + j)]
+        for j in range(eq, mq):
+            for i in range(mp):
+                out[_U(dst + i + j * soq)] = a[_U(src + i * sap + j)]
+
+    return impl
+
+
 @njit(**_PARALLEL)
-def _tiles_kernel(shape, offs, strides, out, a, ta, tile, group, code, scale, fmt, scal):
-    """out = scale(unary(a)) tile by tile; tiles are taken in groups of group x group so
-    that the pages one thread touches stay few (TLB reach)."""
+def _tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt, scal):
+    """out = scale(unary(a)) tile by tile (tiles: [along p, along q, group]); tiles are
+    taken in groups of group x group so that the pages one thread touches stay few (TLB
+    reach).  A plain copy (code < 0) moves elements directly, else through a buffer."""
     nd = shape.shape[0]
     p, q = nd - 1, nd - 2
-    tp = (shape[p] + tile - 1) // tile
-    tq = (shape[q] + tile - 1) // tile
+    tile_p, tile_q, group = tiles[0], tiles[1], tiles[2]
+    tp = (shape[p] + tile_p - 1) // tile_p
+    tq = (shape[q] + tile_q - 1) // tile_q
     hp, hq = min(group, tp), min(group, tq)  # group sides, no wider than the tile grid
     gq = (tq + hq - 1) // hq
     per_outer = (tp + hp - 1) // hp * gq * hp * hq
@@ -315,16 +350,19 @@ def _tiles_kernel(shape, offs, strides, out, a, ta, tile, group, code, scale, fm
             continue
         base = np.empty(2, np.int64)
         _offsets(u // per_outer, shape, strides, nd - 2, offs, base)
-        p0 = kp * tile
-        q0 = kq * tile
-        mp = min(tile, shape[p] - p0)
-        mq = min(tile, shape[q] - q0)
-        buf = np.empty(mp * mq, scal.dtype)
+        p0 = kp * tile_p
+        q0 = kq * tile_q
+        mp = min(tile_p, shape[p] - p0)
+        mq = min(tile_q, shape[q] - q0)
         src = base[1] + p0 * sap + q0 * saq
+        dst = base[0] + p0 * sop + q0 * soq
+        if code < 0:
+            _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq)
+            continue
+        buf = np.empty(mp * mq, scal.dtype)
         for i in range(mp):  # read rows along a's fastest axis q
             _load_row(buf[i * mq:], mq, a, src + i * sap, saq, ta, _IDENTITY, False, scal[0])
         _transform(buf, mp * mq, code, scale, scal[0])
-        dst = base[0] + p0 * sop + q0 * soq
         for j in range(mq):  # write rows along out's fastest axis p (a column of buf)
             _store_row(out, dst + j * soq, sop, buf, j, mq, mp, fmt)
 
@@ -661,9 +699,11 @@ def permute(out, a, *, alpha, unary, compute):
     if prep is None:
         _run_rows(out, (a,), (unary,), (), (alpha,), compute)
         return
+    code = _unary_code(unary, compute)
+    if code == _IDENTITY and alpha == 1 and out.dtype == a.dtype:
+        code = -1  # a plain copy: elements move as they are (16-bit bits too)
     _launch(_tiles_kernel, _threads(out.size), *prep, _memory(out), _memory(a), _table(a),
-            _TILE, _TILE_GROUP, _unary_code(unary, compute), alpha != 1, _fmt(out),
-            _scalars([alpha], compute))
+            _TILES, code, alpha != 1, _fmt(out), _scalars([alpha], compute))
 
 
 @functools.lru_cache(maxsize=1024)
