@@ -249,6 +249,9 @@ def test_sectors_of_one_layout_run_batched(group, dim, dtype_a, dtype_b, data):
         assert in_blocks(c) and close(c.to_dense(), np.einsum(f"lpm,mqr->{out}", da, db), tol)
     env = sym.contract(a, "lpr", b.conj(), "lps", "rs")
     assert close(env.to_dense(), np.einsum("lpr,lps->rs", da, db.conj()), tol)
+    del a.blocks[data.draw(st.sampled_from(sorted(a.blocks)))]  # a hole in a gathered matrix
+    env = sym.contract(a, "lpr", b.conj(), "lps", "rs")
+    assert close(env.to_dense(), np.einsum("lpr,lps->rs", a.to_dense(), db.conj()), tol)
     t = sym.BlockTensor.random((leg, leg, leg.conj(), leg.conj()), dtype=dtype_a, rng=2)
     for pairs, expr in (([(0, 2)], "abad->bd"), ([(0, 2), (1, 3)], "abab->")):
         assert close(sym.partial_trace(t, pairs).to_dense(), np.einsum(expr, t.to_dense()),

@@ -1,7 +1,8 @@
 """BlockTensor: legs, a flux, and a dict of dense blocks keyed by charge tuples.
 
 Only blocks whose charges conserve the flux may exist; a missing block is zero. Blocks
-are C-contiguous arrays of one dtype.
+are C-contiguous arrays of one dtype (those of a contraction's result may be views of
+one buffer: the row ranges of one block-matrix product).
 
 >>> import numpy as np
 >>> from tenalg.symmetric import U1, Leg
