@@ -15,8 +15,8 @@ import scipy.linalg
 
 from ..errors import OperationError
 from ._dense import bond_tolerance, core_dtype
+from .bondsvd import keep_ranks
 from .core import check_storage
-from .sweeps import keep_ranks
 from .train import TensorTrain, full_ranks
 
 

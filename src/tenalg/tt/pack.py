@@ -49,12 +49,29 @@ class DevicePack:
     """
 
     def __init__(self, pack, groups):
-        self._trains = {pos: pack[pos] for positions in groups for pos in positions}
+        self._set(pack, [(tuple(positions), batched.stack([pack[pos] for pos in positions]))
+                         for positions in groups])
+
+    @classmethod
+    def _of(cls, pack, groups):
+        """The device pack of ``pack`` whose trains' cores are ``groups``' stacked arrays."""
+        dev = cls.__new__(cls)
+        dev._set(pack, groups)
+        return dev
+
+    def _set(self, pack, groups):
+        self._trains = {pos: pack[pos] for positions, _ in groups for pos in positions}
         self.versions = {pos: t.version for pos, t in self._trains.items()}
-        self._groups = [
-            (tuple(positions), batched.stack([pack[pos] for pos in positions]))
-            for positions in groups
-        ]
+        for _, cores in groups:
+            for c in cores:
+                c.flags.writeable = False
+        self._groups = groups
+
+    def current(self, pack):
+        """True when this device pack covers ``pack``'s trains as they are now."""
+        return len(self._trains) == pack.nvars * pack.nblocks and all(
+            pack[pos] is t and t.version == self.versions[pos] for pos, t in self._trains.items()
+        )
 
     def check(self):
         """Raise StalePackError if a train changed since this device pack was built."""
@@ -98,6 +115,7 @@ class TrainPack:
                 if not isinstance(t, TensorTrain):
                     raise OperationError(f"a TrainPack holds TensorTrains, got {type(t).__name__}")
         self._grid = rows
+        self._device = None
 
     grid = property(lambda self: self._grid, doc="The trains, as grid[var][block].")
     nvars = property(lambda self: len(self._grid), doc="Number of variables.")
@@ -128,7 +146,13 @@ class TrainPack:
         return [g[i : i + CHUNK] for g in groups.values() for i in range(0, len(g), CHUNK)]
 
     def device_pack(self, groups=None):
-        """Stacked cores of every group of equal core shapes, with the trains' versions."""
+        """Stacked cores of every group of equal core shapes, with the trains' versions.
+
+        The trains of a pack made by :meth:`add` are views of the stacked sums, which are
+        reused (not stacked again) while none of the trains changed.
+        """
+        if groups is None and self._device is not None and self._device.current(self):
+            return self._device
         return DevicePack(self, self._groups() if groups is None else groups)
 
     def _pair(self, other, what, closed):
@@ -143,25 +167,29 @@ class TrainPack:
                    strict=True)
 
     def _sums(self, other, what):
+        """(positions, stacked cores of the sums) per group."""
         for (positions, a), (_, b) in self._pair(other, what, closed=True):
             dtype = common_dtype([a[0].dtype, b[0].dtype])
-            total = batched.block_sum([x.astype(dtype, copy=False) for x in a], b)
-            for i, pos in enumerate(positions):
-                yield pos, [c[i] for c in total]
+            yield positions, batched.block_sum([x.astype(dtype, copy=False) for x in a], b)
 
     def add(self, other):
         """A new pack of the trainwise sums (one batched kernel per group)."""
         out = [[None] * self.nblocks for _ in range(self.nvars)]
-        for (v, b), cores in self._sums(other, "add"):
-            out[v][b] = TensorTrain._from_arrays(cores, self[v, b].storage)
-        return TrainPack(out)
+        groups = list(self._sums(other, "add"))
+        for positions, total in groups:
+            for i, (v, b) in enumerate(positions):
+                out[v][b] = TensorTrain._from_arrays([c[i] for c in total], self[v, b].storage)
+        pack = TrainPack(out)
+        pack._device = DevicePack._of(pack, groups)
+        return pack
 
     def add_(self, other):
         """Trainwise a += b in place; every train of ``other`` is emptied (unless it is
         the train of ``self`` at the same position: ``tt.add_(p, p)`` doubles p)."""
-        for pos, cores in list(self._sums(other, "add_")):
-            other[pos].clear()
-            self[pos]._replace([TensorCore._wrap(c, self[pos].storage) for c in cores])
+        for positions, total in list(self._sums(other, "add_")):
+            for i, pos in enumerate(positions):
+                other[pos].clear()
+                self[pos]._replace([TensorCore._wrap(c[i], self[pos].storage) for c in total])
 
     def dot(self, other):
         """Trainwise <a, b> (a conjugated) as an (nvars, nblocks) array."""

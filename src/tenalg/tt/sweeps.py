@@ -29,6 +29,7 @@ import numpy as np
 from ..dtypes import real_type
 from ._dense import bond_tolerance, einsum, python_scalar, safe_log, scaled_by_log, unit_roundoff
 from .batched import block_sum, frobenius, normalize, reverse, spread
+from .bondsvd import keep_ranks, lq, rank_mask, truncated_svd
 
 OVERSAMPLE = 10
 EIG_MASK = 64
@@ -40,23 +41,6 @@ class Rounded(NamedTuple):
     ranks: np.ndarray
     norms: np.ndarray
     discarded: np.ndarray
-
-
-def keep_ranks(s, delta, max_rank):
-    """Per row of ``s`` (descending), the smallest k >= 1 whose tail sum_{i>=k} s_i^2 is at
-    most delta^2, capped by ``max_rank``; and that tail."""
-    g, m = s.shape
-    sq = np.abs(s.astype(np.float64)) ** 2
-    tail = np.concatenate([np.cumsum(sq[:, ::-1], axis=1)[:, ::-1], np.zeros((g, 1))], axis=1)
-    k = np.argmax(tail[:, 1:] <= (np.asarray(delta, dtype=np.float64) ** 2).reshape(-1, 1),
-                  axis=1) + 1
-    if max_rank is not None:
-        k = np.minimum(k, max_rank)
-    return k, tail[np.arange(g), k]
-
-
-def _mask(k):
-    return np.arange(k.max()) < k[:, None]
 
 
 def _first_cores(summands, coefficients):
@@ -81,10 +65,9 @@ def orthogonalize_rl(cores):
     gross = frobenius(cores[0])
     for c in range(len(cores) - 1, 0, -1):
         g, l, n, r = cores[c].shape
-        h = cores[c].reshape(g, l, n * r).conj().transpose(0, 2, 1)
-        q, rt = np.linalg.qr(h)
-        cores[c] = q.conj().transpose(0, 2, 1).reshape(g, q.shape[2], n, r)
-        lf, logs = normalize(rt.conj().transpose(0, 2, 1), logs)
+        lf, q = lq(cores[c].reshape(g, l, n * r))
+        cores[c] = q.reshape(g, q.shape[1], n, r)
+        lf, logs = normalize(lf, logs)
         if c == 1:
             gross = frobenius(cores[0]) * frobenius(lf)
         cores[c - 1] = einsum("ganb,gbk->gank", cores[c - 1], lf)
@@ -113,13 +96,9 @@ def truncate(cores, tol, max_rank, gross):
     discarded = np.zeros(g)
     for c in range(d - 1):
         _, l, n, r = cores[c].shape
-        u, s, vh = np.linalg.svd(cores[c].reshape(g, l * n, r), full_matrices=False)
-        k, tail = keep_ranks(s, tol * nrm, max_rank)
-        mask = _mask(k)
-        kk = mask.shape[1]
-        cores[c] = (u[:, :, :kk] * mask[:, None, :]).reshape(g, l, n, kk)
-        sv = s[:, :kk, None] * vh[:, :kk, :] * mask[:, :, None]
-        cores[c + 1] = einsum("gkb,gbnc->gknc", sv, cores[c + 1])
+        left, right, k, tail = truncated_svd(cores[c].reshape(g, l * n, r), tol * nrm, max_rank)
+        cores[c] = left.reshape(g, l, n, left.shape[2])
+        cores[c + 1] = einsum("gkb,gbnc->gknc", right, cores[c + 1])
         ranks[:, c + 1] = k
         discarded += tail
     return cores, ranks, nrm, np.sqrt(discarded) / np.where(nrm > 0, nrm, 1)
@@ -211,7 +190,7 @@ def gram(summands, coefficients, eps, max_rank):
             floor = np.maximum(tol, NOISE * u * _ratio(np.ones(g), net))
         srel = s * np.exp(log_sigma - lognorm)[:, None]
         kept, tail = keep_ranks(srel, floor, max_rank)
-        mask = _mask(kept)
+        mask = rank_mask(kept)
         kk = mask.shape[1]
         left = einsum("gab,gbk->gak", q_l, il[:, :, None] * uu[:, :, :kk] * mask[:, None, :])
         left = scaled_by_log(left, -0.5 * safe_log(sl).reshape(-1, 1, 1))

@@ -1,0 +1,174 @@
+"""Factorisations of the bond unfoldings in a rounding sweep, batched over trains:
+LQ for the orthogonalisation, truncated SVD for the truncation.
+
+Both try a Gram-based fast path first (a GEMM and a tiny Cholesky or ``eigh`` in double
+precision cost a fraction of LAPACK's QR or SVD of the tall unfolding, whose cost per
+small matrix dominates batched rounding) and keep its result only for the trains where
+a rounding-error bound proves it as good as the LAPACK result; the others are factored
+by LAPACK (:func:`reference_lq`, :func:`reference_svd`).
+
+**LQ** (:func:`lq`): M = C Q with C the Cholesky factor of M M^H and Q = C^-1 M. The rows
+of Q are orthonormal to within ``(err + shift) ||C^-1||_F^2`` (``err`` bounds the rounding
+of the Gram matrix, a diagonal ``shift`` of rows u tr(M M^H) keeps the Cholesky
+factorisation defined); trains where
+that exceeds ``eta`` = sqrt(u) of double precision (1.5e-8), those whose unfolding is
+ill-conditioned or rank-deficient, take Householder QR. An orthogonality error eta of the
+right parts changes every later singular value by a factor within 1 +- eta, so the rank
+decisions and the eps guarantee are unaffected.
+
+:func:`truncated_svd` decides each train's rank from its singular values (see
+:func:`keep_ranks`) and returns the kept factors. It first tries the eigendecomposition of
+the r x r Gram matrix M^H M (computed in double precision): a GEMM and a small ``eigh``
+cost a fraction of the SVD of the tall unfolding. Eigenvalues of the Gram matrix carry an
+absolute error of at most ``err = (rows + r) u tr(M^H M)``, so the Gram result is used
+only for the trains where that error provably cannot change the outcome:
+
+- the rank decision is robust: with every eigenvalue moved by ``err`` the SVD would keep
+  the same rank (both the eps test and the max_rank cap);
+- the smallest kept eigenvalue and the gap below it exceed ``err / eta``, so the kept
+  left factors M V Lambda^(-1/2) are orthonormal and the kept subspace is accurate to
+  ``eta`` = sqrt(u) of double precision (1.5e-8);
+- where eps decides, the discarded weight plus its error bound is within the tolerance.
+
+Every other train (fine truncations near roundoff, clusters at the cut, rank-deficient
+cases) takes LAPACK's SVD (:func:`reference_svd`), so the result is the SVD truncation within
+``eta`` and the eps guarantee holds either way.
+
+>>> import numpy as np
+>>> m = np.random.default_rng(0).standard_normal((3, 8, 4))
+>>> left, right, k, tail = truncated_svd(m, np.full(3, 1e-12), 2)
+>>> k.tolist(), np.allclose(left.transpose(0, 2, 1) @ left, np.eye(2))
+([2, 2, 2], True)
+"""
+
+import numpy as np
+
+from ._dense import unit_roundoff
+
+ETA_POWER = 0.5  # the Gram result is accepted when accurate to u ** ETA_POWER (double)
+
+
+def keep_ranks(s, delta, max_rank):
+    """Per row of ``s`` (descending), the smallest k >= 1 whose tail sum_{i>=k} s_i^2 is at
+    most delta^2, capped by ``max_rank``; and that tail."""
+    g, m = s.shape
+    sq = np.abs(s.astype(np.float64)) ** 2
+    tail = np.concatenate([np.cumsum(sq[:, ::-1], axis=1)[:, ::-1], np.zeros((g, 1))], axis=1)
+    k = np.argmax(tail[:, 1:] <= (np.asarray(delta, dtype=np.float64) ** 2).reshape(-1, 1),
+                  axis=1) + 1
+    if max_rank is not None:
+        k = np.minimum(k, max_rank)
+    return k, tail[np.arange(g), k]
+
+
+def rank_mask(k):
+    return np.arange(k.max()) < k[:, None]
+
+
+def _cut(u, s, vh, k):
+    """Kept factors: u[:, :, :kk] and s vh[:, :kk] with the columns past each k zeroed."""
+    mask = rank_mask(k)
+    kk = mask.shape[1]
+    return u[:, :, :kk] * mask[:, None, :], (s[:, :kk, None] * vh[:, :kk, :]) * mask[:, :, None]
+
+
+def reference_lq(m):
+    """LQ by LAPACK's Householder QR of M^H: (l (g, rows, k), q (g, k, cols))."""
+    q, r = np.linalg.qr(m.conj().transpose(0, 2, 1))
+    return r.conj().transpose(0, 2, 1), q.conj().transpose(0, 2, 1)
+
+
+def lq(m):
+    """M = L Q per train of ``m`` (g, rows, cols) with the rows of Q orthonormal.
+
+    >>> import numpy as np
+    >>> m = np.random.default_rng(0).standard_normal((2, 3, 8))
+    >>> l, q = lq(m)
+    >>> np.allclose(l @ q, m), np.allclose(q @ q.transpose(0, 2, 1), np.eye(3))
+    (True, True)
+    """
+    g, rows, cols = m.shape
+    if rows > cols:
+        return reference_lq(m)
+    wide = np.result_type(m.dtype, np.float64)
+    x = m.astype(wide, copy=False)
+    gram = np.matmul(x, x.conj().transpose(0, 2, 1))
+    trace = np.trace(gram, axis1=1, axis2=2).real
+    err = (rows + cols) * unit_roundoff(wide) * trace
+    c = None
+    for shift in (rows * unit_roundoff(wide) * trace, 4 * err):
+        shift = shift + np.finfo(np.float64).tiny
+        try:
+            c = np.linalg.cholesky(gram + shift[:, None, None] * np.eye(rows))
+            break
+        except np.linalg.LinAlgError:
+            continue
+    if c is None:
+        return reference_lq(m)
+    inv = np.linalg.inv(c)
+    ok = (err + shift) * (np.abs(inv) ** 2).sum(axis=(1, 2)) <= unit_roundoff(wide) ** ETA_POWER
+    ok &= np.isfinite(inv).all(axis=(1, 2))
+    l, q = c.astype(m.dtype, copy=False), np.matmul(inv, x).astype(m.dtype, copy=False)
+    if not ok.all():
+        l[~ok], q[~ok] = reference_lq(m[~ok])
+    return l, q
+
+
+def reference_svd(m, delta, max_rank):
+    """The truncation by LAPACK's SVD: (left (g, rows, kk), right (g, kk, r), k, tail)."""
+    u, s, vh = np.linalg.svd(m, full_matrices=False)
+    k, tail = keep_ranks(s, delta, max_rank)
+    return (*_cut(u, s, vh, k), k, tail)
+
+
+def _gram(m, delta, max_rank):
+    """The Gram truncation of every train and the mask of the trains where it is certain."""
+    g, rows, r = m.shape
+    wide = np.result_type(m.dtype, np.float64)
+    x = m.astype(wide, copy=False)
+    lam, v = np.linalg.eigh(np.matmul(x.conj().transpose(0, 2, 1), x))
+    p = min(rows, r)
+    lam, v = lam[:, ::-1][:, :p], v[:, :, ::-1][:, :, :p]
+    trace = np.maximum(lam, 0).sum(axis=1)
+    err = (rows + r) * unit_roundoff(wide) * trace
+    s = np.sqrt(np.maximum(lam, 0))
+    k, tail = keep_ranks(s, delta, max_rank)
+    rows_g = np.arange(g)
+    sq = np.concatenate([np.maximum(lam, 0), np.zeros((g, 1))], axis=1)
+    lam_k, lam_next = sq[rows_g, k - 1], sq[rows_g, k]
+    eta = unit_roundoff(wide) ** ETA_POWER
+    d2 = np.asarray(delta, dtype=np.float64) ** 2
+    robust_lower = (k == 1) | (tail + lam_k - (p - k + 1) * err > d2)
+    capped = tail - (p - k) * err > d2
+    gap = lam_k - lam_next - 2 * err
+    theta2 = np.where(gap > err, err / np.where(gap > err, gap, 1), 1) ** 2
+    robust_upper = tail + (p - k) * err + theta2 * trace <= d2
+    ok = ((lam_k >= err / eta) & (lam_k - lam_next >= err / eta + 2 * err) & robust_lower
+          & (capped | robust_upper))
+    inv = np.where(sq[:, :p] > 0, 1 / np.where(sq[:, :p] > 0, s, 1), 0)
+    u = np.matmul(x, v * inv[:, None, :])
+    vh = v.conj().transpose(0, 2, 1)
+    left, right = _cut(u, s, vh, k)
+    return left.astype(m.dtype, copy=False), right.astype(m.dtype, copy=False), k, tail, ok
+
+
+def truncated_svd(m, delta, max_rank):
+    """Per train of ``m`` (g, rows, r): the rank k kept for tolerance ``delta`` (g,) and
+    ``max_rank``, the kept factors left (g, rows, kk) and right (g, kk, r) with left @ right
+    the truncation (columns past each train's k are zero) and the discarded weight
+    sum of s_i^2 past k."""
+    left, right, k, tail, ok = _gram(m, delta, max_rank)
+    if ok.all():
+        return left, right, k, tail
+    bad = ~ok
+    l2, r2, k2, t2 = reference_svd(m[bad], np.broadcast_to(delta, k.shape)[bad], max_rank)
+    k[bad], tail[bad] = k2, t2
+    kk = int(k.max())
+    out_l = np.zeros(m.shape[:2] + (kk,), dtype=m.dtype)
+    out_r = np.zeros((m.shape[0], kk, m.shape[2]), dtype=m.dtype)
+    w = min(left.shape[2], kk)
+    out_l[ok, :, :w] = left[ok, :, :w]
+    out_r[ok, :w] = right[ok, :w]
+    out_l[bad, :, : l2.shape[2]] = l2
+    out_r[bad, : r2.shape[1]] = r2
+    return out_l, out_r, k, tail

@@ -1,0 +1,108 @@
+"""Bond factorisations: the Gram fast paths against LAPACK's QR and SVD."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tt_helpers import DTYPES, tol
+
+from tenalg.tt import bondsvd
+
+
+def _unitary(rng, n, k, dtype):
+    x = rng.standard_normal((n, k))
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal((n, k))
+    return np.linalg.qr(x)[0]
+
+
+def _with_spectrum(rng, spectra, rows, cols, dtype):
+    """A stack of (rows, cols) matrices with the given singular values (one row each)."""
+    out = []
+    for s in spectra:
+        p = len(s)
+        u, v = _unitary(rng, rows, p, dtype), _unitary(rng, cols, p, dtype)
+        out.append((u * np.asarray(s)) @ v.conj().T)
+    return np.array(out).astype(dtype)
+
+
+SPECTRA = [
+    np.linspace(1, 0.1, 8),                          # well separated: Gram path
+    np.geomspace(1, 1e-14, 8),                       # decays to roundoff: fine cuts, LAPACK
+    np.r_[np.ones(4), np.zeros(4)],                  # rank-deficient
+    np.r_[1.0, 0.5, 0.5 + 1e-12, 0.2, np.full(4, 1e-9)],  # cluster at a cut
+    np.zeros(8),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("eps, max_rank", [(1e-8, None), (1e-3, None), (1e-8, 2), (0.3, 3),
+                                           (0.0, None)])
+def test_truncated_svd_matches_lapack(dtype, eps, max_rank):
+    rng = np.random.default_rng(0)
+    m = _with_spectrum(rng, SPECTRA * 2, 24, 8, dtype)
+    norms = np.linalg.norm(m.astype(np.complex128), axis=(1, 2))
+    delta = eps * norms
+    left, right, k, tail = bondsvd.truncated_svd(m, delta, max_rank)
+    l0, r0, k0, t0 = bondsvd.reference_svd(m, delta, max_rank)
+    assert left.dtype == right.dtype == np.dtype(dtype)
+    kept = np.linalg.svd(m.astype(np.complex128), compute_uv=False)
+    for i in range(len(m)):
+        s = kept[i]
+        # the same rank unless the spectrum has a gap at roundoff level at the cut
+        if abs(k[i] - k0[i]) and min(abs(s[k0[i] - 1] - s[min(k0[i], 7)]), s[k0[i] - 1]) > 1e-6:
+            raise AssertionError(f"rank {k[i]} != {k0[i]} for spectrum {s}")
+        approx = left[i] @ right[i]
+        err = np.linalg.norm(m[i] - approx)
+        assert err <= max(delta[i], np.sqrt(t0[i]) * (1 + 1e-6)) + 10 * tol(dtype) * norms[i]
+        kk = k[i]
+        q = left[i][:, :kk]
+        if s[kk - 1] > 1e-6 * s[0]:
+            np.testing.assert_allclose(q.conj().T @ q, np.eye(kk), atol=100 * tol(dtype))
+    assert np.all(k >= 1) and (max_rank is None or np.all(k <= max_rank))
+
+
+def test_both_paths_run():
+    rng = np.random.default_rng(1)
+    m = _with_spectrum(rng, SPECTRA, 24, 8, np.float64)
+    ok = bondsvd._gram(m, 1e-8 * np.linalg.norm(m, axis=(1, 2)), None)[-1]
+    assert ok[0] and not ok[1] and not ok[2]
+    ok = bondsvd._gram(m, 1e-3 * np.linalg.norm(m, axis=(1, 2)), None)[-1]
+    assert ok[0] and ok[2]  # above the Gram floor a rank-deficient cut is resolved
+    ok = bondsvd._gram(m, 1e-8 * np.linalg.norm(m, axis=(1, 2)), 2)[-1]
+    assert ok[0] and not ok[3]  # a cut inside a cluster
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 6), st.integers(1, 12), st.sampled_from(DTYPES),
+       st.integers(0, 2**16), st.booleans())
+def test_lq_hypothesis(g, rows, cols, dtype, seed, deficient):
+    rng = np.random.default_rng(seed)
+    m = rng.standard_normal((g, rows, cols))
+    if np.dtype(dtype).kind == "c":
+        m = m + 1j * rng.standard_normal(m.shape)
+    if deficient and rows > 1:
+        m[0, -1] = m[0, 0]
+    m = m.astype(dtype)
+    l, q = bondsvd.lq(m)
+    l0, q0 = bondsvd.reference_lq(m)
+    assert l.dtype == q.dtype == np.dtype(dtype) and l.shape == l0.shape and q.shape == q0.shape
+    scale = np.abs(m).max() + 1
+    np.testing.assert_allclose(l @ q, m, atol=100 * tol(dtype) * scale)
+    k = q.shape[1]
+    eye = np.broadcast_to(np.eye(k), (g, k, k))
+    np.testing.assert_allclose(q @ q.conj().transpose(0, 2, 1), eye, atol=100 * tol(dtype))
+
+
+def test_lq_fast_path_and_fallback():
+    rng = np.random.default_rng(2)
+    m = rng.standard_normal((3, 4, 32))
+    m[1, 3] = m[1, 0] + m[1, 1]  # rank-deficient: Householder
+    q_ref = bondsvd.reference_lq(m)[1]
+    l, q = bondsvd.lq(m)
+    np.testing.assert_allclose(l @ q, m, atol=1e-13)
+    np.testing.assert_allclose(q @ q.transpose(0, 2, 1), np.broadcast_to(np.eye(4), (3, 4, 4)),
+                               atol=1e-12)
+    # the rank-deficient train took Householder QR: its Q equals LAPACK's
+    np.testing.assert_array_equal(q[1], q_ref[1])
+    assert not np.array_equal(q[0], q_ref[0])
