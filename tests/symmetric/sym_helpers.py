@@ -45,8 +45,10 @@ def close(x, y, dtype):
 
 
 def in_blocks(t):
-    """True if every block conserves the flux and has its sectors' shape."""
+    """True if every block is an array that conserves the flux and has its sectors' shape."""
     for key, block in t.blocks.items():
+        if not isinstance(block, np.ndarray) or block.dtype != t.dtype:
+            return False
         total = t.group.fuse_many(leg.signed(q) for leg, q in zip(t.legs, key, strict=True))
         if total != t.flux or block.shape != tuple(leg.dims[q] for leg, q in
                                                    zip(t.legs, key, strict=True)):

@@ -30,7 +30,7 @@ import numpy as np
 from ..dtypes import result_type
 from ..errors import OperationError
 from . import dense
-from .gather import Gather, worth_copying
+from .gather import BATCH, Gather, worth_copying
 from .sectors import block_shape, total_charge
 from .tensor import BlockTensor
 
@@ -98,9 +98,6 @@ def _spec(legs_a, modes_a, legs_b, modes_b, modes_out):
 @functools.lru_cache(maxsize=256)
 def _schedule(spec, keys_a, keys_b, dtype_a, dtype_b):
     return _Schedule(spec, keys_a, keys_b, dtype_a, dtype_b)
-
-
-BATCH = -1  # the dense mode of the axis stacking sectors of one layout (others are >= 0)
 
 
 class _Sector:

@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 COPY_PER_CALL = 1 << 13  # elements whose copy costs about one dense plan call's overhead
+BATCH = -1  # the dense mode of an axis stacking gathers of one layout (others are >= 0)
 
 
 def worth_copying(elements, calls_saved):

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import OperationError
 from . import dense
-from .gather import Gather, worth_copying
+from .gather import BATCH, Gather, worth_copying
 from .sectors import block_shape
 from .tensor import BlockTensor
 
@@ -41,9 +41,6 @@ def _c_strides(shape, itemsize):
         strides.append(step)
         step *= max(extent, 1)
     return strides[::-1]
-
-
-BATCH = -1  # the dense mode of the axis stacking output blocks of one layout
 
 
 class _Schedule:
@@ -96,7 +93,7 @@ class _Schedule:
         modes = tuple(range(len(shape) + 1))
         plan = dense.reduction_plan(gather.shape, dtype, batch + modes, lead + shape, dtype,
                                     batch + modes[1:], False)
-        places = [(key, (g,) * len(lead)) for g, (key, _) in enumerate(outputs)]
+        places = [(key, (g,) * len(lead) + (...,)) for g, (key, _) in enumerate(outputs)]
         return gather, plan, lead + shape, places
 
     def run(self, blocks, dtype):
@@ -104,7 +101,7 @@ class _Schedule:
         for gather, plan, shape, places in self.gathered:
             sums = dense.execute(plan, np.empty(shape, dtype), gather(blocks))
             for key, index in places:
-                out[key] = sums[index]
+                out[key] = sums[index]  # a view, an array even of rank 0
         for key, shape, steps in self.direct:
             block = np.empty(shape, dtype)
             for n, plan in steps:
