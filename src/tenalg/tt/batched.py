@@ -18,7 +18,8 @@ from ._dense import einsum, safe_log, scaled_by_log
 
 def stack(trains):
     """Core arrays of ``trains`` (equal shapes) as a stack."""
-    return [np.stack([t.cores[k].array() for t in trains]) for k in range(trains[0].ncores)]
+    return [np.concatenate([t.cores[k].array()[None] for t in trains])
+            for k in range(trains[0].ncores)]
 
 
 def _max_abs(x):

@@ -48,6 +48,11 @@ from ._dense import unit_roundoff
 ETA_POWER = 0.5  # the Gram result is accepted when accurate to u ** ETA_POWER (double)
 
 
+def hermitian(x):
+    """The conjugate transpose of each matrix of the stack ``x`` (a view for real data)."""
+    return (x.conj() if x.dtype.kind == "c" else x).transpose(0, 2, 1)
+
+
 def keep_ranks(s, delta, max_rank):
     """Per row of ``s`` (descending), the smallest k >= 1 whose tail sum_{i>=k} s_i^2 is at
     most delta^2, capped by ``max_rank``; and that tail."""
@@ -74,8 +79,8 @@ def _cut(u, s, vh, k):
 
 def reference_lq(m):
     """LQ by LAPACK's Householder QR of M^H: (l (g, rows, k), q (g, k, cols))."""
-    q, r = np.linalg.qr(m.conj().transpose(0, 2, 1))
-    return r.conj().transpose(0, 2, 1), q.conj().transpose(0, 2, 1)
+    q, r = np.linalg.qr(hermitian(m))
+    return hermitian(r), hermitian(q)
 
 
 def lq(m):
@@ -92,7 +97,7 @@ def lq(m):
         return reference_lq(m)
     wide = np.result_type(m.dtype, np.float64)
     x = m.astype(wide, copy=False)
-    gram = np.matmul(x, x.conj().transpose(0, 2, 1))
+    gram = np.matmul(x, hermitian(x))
     trace = np.trace(gram, axis1=1, axis2=2).real
     err = (rows + cols) * unit_roundoff(wide) * trace
     c = None
@@ -126,7 +131,7 @@ def _gram(m, delta, max_rank):
     g, rows, r = m.shape
     wide = np.result_type(m.dtype, np.float64)
     x = m.astype(wide, copy=False)
-    lam, v = np.linalg.eigh(np.matmul(x.conj().transpose(0, 2, 1), x))
+    lam, v = np.linalg.eigh(np.matmul(hermitian(x), x))
     p = min(rows, r)
     lam, v = lam[:, ::-1][:, :p], v[:, :, ::-1][:, :, :p]
     trace = np.maximum(lam, 0).sum(axis=1)
@@ -145,10 +150,12 @@ def _gram(m, delta, max_rank):
     robust_upper = tail + (p - k) * err + theta2 * trace <= d2
     ok = ((lam_k >= err / eta) & (lam_k - lam_next >= err / eta + 2 * err) & robust_lower
           & (capped | robust_upper))
-    inv = np.where(sq[:, :p] > 0, 1 / np.where(sq[:, :p] > 0, s, 1), 0)
-    u = np.matmul(x, v * inv[:, None, :])
-    vh = v.conj().transpose(0, 2, 1)
-    left, right = _cut(u, s, vh, k)
+    mask = rank_mask(k)
+    kk = mask.shape[1]
+    sk = s[:, :kk] * mask
+    v = v[:, :, :kk]
+    left = np.matmul(x, v * np.where(sk > 0, 1 / np.where(sk > 0, sk, 1), 0)[:, None, :])
+    right = sk[:, :, None] * hermitian(v)
     return left.astype(m.dtype, copy=False), right.astype(m.dtype, copy=False), k, tail, ok
 
 

@@ -41,7 +41,8 @@ def zero_fiber(dd, dtype):
 
 
 def _readonly(a):
-    a.flags.writeable = False
+    if a.flags.writeable:
+        a.flags.writeable = False
     return a
 
 

@@ -177,6 +177,8 @@ class TrainPack:
         out = [[None] * self.nblocks for _ in range(self.nvars)]
         groups = list(self._sums(other, "add"))
         for positions, total in groups:
+            for c in total:
+                c.flags.writeable = False
             for i, (v, b) in enumerate(positions):
                 out[v][b] = TensorTrain._from_arrays([c[i] for c in total], self[v, b].storage)
         pack = TrainPack(out)
