@@ -84,39 +84,53 @@ def reference_lq(m):
 
 
 def lq(m):
-    """M = L Q per train of ``m`` (g, rows, cols) with the rows of Q orthonormal.
+    """M = L Q per train of ``m`` (g, rows, cols) with the rows of Q orthonormal, Q given
+    as F @ B: the Cholesky path returns F = C^-1 and B = M (in double precision; Q is
+    formed in single precision), LAPACK's QR F = I and B = Q. Callers that multiply Q
+    by a small matrix from the left multiply by F first and skip forming Q.
 
     >>> import numpy as np
     >>> m = np.random.default_rng(0).standard_normal((2, 3, 8))
-    >>> l, q = lq(m)
+    >>> l, f, b = lq(m)
+    >>> q = f @ b
     >>> np.allclose(l @ q, m), np.allclose(q @ q.transpose(0, 2, 1), np.eye(3))
     (True, True)
     """
     g, rows, cols = m.shape
-    if rows > cols:
-        return reference_lq(m)
-    wide = np.result_type(m.dtype, np.float64)
-    x = m.astype(wide, copy=False)
-    gram = np.matmul(x, hermitian(x))
-    trace = np.trace(gram, axis1=1, axis2=2).real
-    err = (rows + cols) * unit_roundoff(wide) * trace
-    c = None
-    for shift in (rows * unit_roundoff(wide) * trace, 4 * err):
-        shift = shift + np.finfo(np.float64).tiny
-        try:
-            c = np.linalg.cholesky(gram + shift[:, None, None] * np.eye(rows))
-            break
-        except np.linalg.LinAlgError:
-            continue
-    if c is None:
-        return reference_lq(m)
-    inv = np.linalg.inv(c)
-    ok = (err + shift) * (np.abs(inv) ** 2).sum(axis=(1, 2)) <= unit_roundoff(wide) ** ETA_POWER
-    ok &= np.isfinite(inv).all(axis=(1, 2))
-    l, q = c.astype(m.dtype, copy=False), np.matmul(inv, x).astype(m.dtype, copy=False)
+    if rows <= cols:
+        wide = np.result_type(m.dtype, np.float64)
+        x = m.astype(wide, copy=False)
+        gram = np.matmul(x, hermitian(x))
+        trace = np.trace(gram, axis1=1, axis2=2).real
+        err = (rows + cols) * unit_roundoff(wide) * trace
+        for shift in (rows * unit_roundoff(wide) * trace, 4 * err):
+            shift = shift + np.finfo(np.float64).tiny
+            try:
+                c = np.linalg.cholesky(gram + shift[:, None, None] * np.eye(rows))
+            except np.linalg.LinAlgError:
+                continue
+            inv = np.linalg.inv(c)
+            ok = (err + shift) * (np.abs(inv) ** 2).sum(axis=(1, 2)) <= unit_roundoff(
+                wide) ** ETA_POWER
+            ok &= np.isfinite(inv).all(axis=(1, 2))
+            return _finish(m, c, inv, ok)
+    l, q = reference_lq(m)
+    return l, np.broadcast_to(np.eye(q.shape[1], dtype=m.dtype), (g, q.shape[1], q.shape[1])), q
+
+
+def _finish(m, c, inv, ok):
+    """(L, F, B) of :func:`lq` from the Cholesky factors, LAPACK's QR where not ``ok``."""
+    l = c.astype(m.dtype, copy=False)
+    if m.dtype == inv.dtype:
+        f, b = inv, (m if ok.all() else m.copy())
+    else:
+        f = np.broadcast_to(np.eye(m.shape[1], dtype=m.dtype), inv.shape).copy()
+        b = np.matmul(inv, m.astype(inv.dtype)).astype(m.dtype)
     if not ok.all():
-        l[~ok], q[~ok] = reference_lq(m[~ok])
-    return l, q
+        bad = ~ok
+        l[bad], b[bad] = reference_lq(m[bad])
+        f[bad] = np.eye(m.shape[1])
+    return l, f, b
 
 
 def reference_svd(m, delta, max_rank):

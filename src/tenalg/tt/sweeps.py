@@ -57,23 +57,26 @@ def _normalize_joint(zs, logs):
 def orthogonalize_rl(cores):
     """Right-to-left LQ sweep: cores 1..d-1 right-orthonormal, core 0 of unit norm.
 
-    Returns the cores, the log of each train's norm and the cancellation ratio of the
-    last contraction.
+    Returns the cores, the factors (g, k, k) that right-orthonormal core c is to be
+    multiplied by from the left (core c holds B of :func:`~tenalg.tt.bondsvd.lq`; factor 0
+    is None), the log of each train's norm and the cancellation ratio of the last
+    contraction.
     """
     cores = list(cores)
+    factors = [None] * len(cores)
     logs = np.zeros(cores[0].shape[0])
     gross = frobenius(cores[0])
     for c in range(len(cores) - 1, 0, -1):
         g, l, n, r = cores[c].shape
-        lf, q = lq(cores[c].reshape(g, l, n * r))
-        cores[c] = q.reshape(g, q.shape[1], n, r)
+        lf, factors[c], b = lq(cores[c].reshape(g, l, n * r))
+        cores[c] = b.reshape(g, b.shape[1], n, r)
         lf, logs = normalize(lf, logs)
         if c == 1:
             gross = frobenius(cores[0]) * frobenius(lf)
         cores[c - 1] = einsum("ganb,gbk->gank", cores[c - 1], lf)
     gross = _ratio(gross, frobenius(cores[0]))
     cores[0], logs = normalize(cores[0], logs)
-    return cores, logs, gross
+    return cores, factors, logs, gross
 
 
 def _ratio(gross, net):
@@ -81,8 +84,9 @@ def _ratio(gross, net):
     return np.asarray(gross, dtype=np.float64) / np.where(net > 0, net, gross + (gross == 0))
 
 
-def truncate(cores, tol, max_rank, gross):
-    """Left-to-right truncated SVDs of trains whose cores 1..d-1 are right-orthonormal.
+def truncate(cores, tol, max_rank, gross, factors=None):
+    """Left-to-right truncated SVDs of trains whose cores 1..d-1 are right-orthonormal
+    (each after its factor from the left, where ``factors`` are given).
 
     ``tol`` is the tolerance per bond relative to each train's norm, raised to the noise
     level of the cancellation ratio ``gross``. Returns the cores, ranks, the norms (in the
@@ -98,6 +102,8 @@ def truncate(cores, tol, max_rank, gross):
         _, l, n, r = cores[c].shape
         left, right, k, tail = truncated_svd(cores[c].reshape(g, l * n, r), tol * nrm, max_rank)
         cores[c] = left.reshape(g, l, n, left.shape[2])
+        if factors is not None:
+            right = np.matmul(right, factors[c + 1])
         cores[c + 1] = einsum("gkb,gbnc->gknc", right, cores[c + 1])
         ranks[:, c + 1] = k
         discarded += tail
@@ -110,9 +116,9 @@ def svd(summands, coefficients, eps, max_rank):
     cores = [first[0], *summands[0][1:]]
     for f, s in zip(first[1:], summands[1:], strict=True):
         cores = block_sum(cores, [f, *s[1:]])
-    cores, logs, gross = orthogonalize_rl(cores)
+    cores, factors, logs, gross = orthogonalize_rl(cores)
     cores, ranks, nrm, discarded = truncate(cores, bond_tolerance(eps, len(cores)), max_rank,
-                                            gross)
+                                            gross, factors)
     return Rounded(spread(cores, logs), ranks, nrm * np.exp(logs), discarded)
 
 
