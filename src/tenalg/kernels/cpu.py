@@ -21,7 +21,7 @@ import functools
 import math
 
 import numpy as np
-from numba import get_num_threads, njit, prange, set_num_threads, types
+from numba import get_num_threads, njit, prange, types
 from numba.extending import overload
 
 from ..descriptors import Binary, Reduce, Unary
@@ -30,6 +30,13 @@ from ..dtypes import STORAGE_TYPES, bfloat16, float16, is_complex
 _U = np.uintp  # offsets are never negative: unsigned indices skip wraparound checks
 _JIT = {"cache": True, "fastmath": False, "error_model": "numpy", "nogil": True}
 _PARALLEL = {**_JIT, "parallel": True}
+
+
+def _twins(kernel):
+    """``kernel`` compiled twice: (parallel over its prange, serial); small problems run
+    the serial one, which costs no thread-pool launch."""
+    return njit(**_PARALLEL)(kernel), njit(**_JIT)(kernel)
+
 
 # Unary codes (CONJUGATE becomes IDENTITY for real data in _unary_code).
 _UNARY = {u: k for k, u in enumerate(Unary)}
@@ -255,7 +262,6 @@ def _offsets(r, shape, strides, last, offs, result):
 # elementwise rows (also the permutation whose innermost axis is shared)
 
 
-@njit(**_PARALLEL)
 def _rows_kernel(shape, offs, strides, out, a, ta, b, tb, c, tc, codes, scal):
     """out = op_abc(op_ab(s0 u0(a), s1 u1(b)), s2 u2(c)) over rows of the last axis.
 
@@ -286,6 +292,9 @@ def _rows_kernel(shape, offs, strides, out, a, ta, b, tb, c, tc, codes, scal):
                 _accumulate(codes[5], buf, tmp, m)
         _store_row(out, base[0] + i0 * strides[0, nd - 1], strides[0, nd - 1], buf, 0, 1, m,
                    codes[6])
+
+
+_ROWS = _twins(_rows_kernel)
 
 
 # --------------------------------------------------------------------------------------
@@ -325,7 +334,6 @@ def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq):
     return impl
 
 
-@njit(**_PARALLEL)
 def _tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt, scal):
     """out = scale(unary(a)) tile by tile (tiles: [along p, along q, group]); tiles are
     taken in groups of group x group so that the pages one thread touches stay few (TLB
@@ -365,6 +373,9 @@ def _tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt, sca
         _transform(buf, mp * mq, code, scale, scal[0])
         for j in range(mq):  # write rows along out's fastest axis p (a column of buf)
             _store_row(out, dst + j * soq, sop, buf, j, mq, mp, fmt)
+
+
+_PERMUTE = _twins(_tiles_kernel)
 
 
 # --------------------------------------------------------------------------------------
@@ -414,17 +425,51 @@ def _push(stack, depth, count, acc, w, op):
 
 
 @njit(**_JIT)
+def _add_run(acc, w, op, a, off, step, lane_stride, n, ta, code, buf):
+    """acc[:w] = op(acc[:w], unary(a[off + i*step + t*lane_stride])) for i < n."""
+    if op == 0 and code == _IDENTITY and lane_stride == 1:  # tight: many loads in flight
+        for i in range(n):
+            o = off + i * step
+            for t in range(w):
+                acc[t] += _load(a[_U(o + t)], ta)
+    else:
+        for i in range(n):
+            _load_row(buf, w, a, off + i * step, lane_stride, ta, code, False, acc[0])
+            _accumulate(op, acc, buf, w)
+
+
+@njit(**_JIT)
+def _advance(idx, walk_shape, walk_strides, off, n):
+    """Move the walk odometer n positions along its innermost axis (n <= what is left
+    there), carrying into the outer axes; returns the new offset."""
+    last = walk_shape.shape[0] - 1
+    if last < 0:
+        return off
+    idx[last] += n
+    off += n * walk_strides[last]
+    for ax in range(last, 0, -1):
+        if idx[ax] < walk_shape[ax]:
+            break
+        off += walk_strides[ax - 1] - idx[ax] * walk_strides[ax]
+        idx[ax] = 0
+        idx[ax - 1] += 1
+    return off
+
+
+@njit(**_JIT)
 def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, code,
                   walk_shape, walk_strides, s0, s1, ident, levels):
     """res[:w] = op-reduction of steps s0..s1 for ``w`` lanes (outputs) side by side.
 
     Step s is walk position s // chunks and row chunk s % chunks (chunks of _CHUNK
     elements along the reduced row, each summed pairwise and pushed on the cascade; a row
-    of length 1 is one element per lane, and _BLOCK of those are added before a push).
+    of length 1 is one element per lane, and _BLOCK of those are added, in runs along
+    the innermost walk axis, before a push).
     """
     chunks = max(1, (row_len + _CHUNK - 1) // _CHUNK)
     block = _BLOCK if row_len == 1 else 1
     nw = walk_shape.shape[0]
+    inner, step = (walk_shape[nw - 1], walk_strides[nw - 1]) if nw else (1, 0)
     idx = np.zeros(nw, np.int64)
     pos = s0 // chunks
     off = a_off
@@ -438,30 +483,24 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
     buf = np.empty(max(w, min(row_len, _CHUNK)), res.dtype)
     acc8 = np.empty(8, res.dtype)
     depth = count = filled = 0
-    for s in range(s0, s1):
-        ch = s % chunks
-        if ch == 0 and s > s0:  # next walk position (odometer)
-            for ax in range(nw - 1, -1, -1):
-                idx[ax] += 1
-                off += walk_strides[ax]
-                if idx[ax] < walk_shape[ax]:
-                    break
-                off -= idx[ax] * walk_strides[ax]
-                idx[ax] = 0
+    s = s0
+    while s < s1:
         if row_len == 1:
-            if op == 0 and code == _IDENTITY and lane_stride == 1:
-                for t in range(w):
-                    acc[t] += _load(a[_U(off + t)], ta)
-            else:
-                _load_row(buf, w, a, off, lane_stride, ta, code, False, acc[0])
-                _accumulate(op, acc, buf, w)
+            n = min(s1 - s, block - filled, inner - (idx[nw - 1] if nw else 0))
+            _add_run(acc, w, op, a, off, step, lane_stride, n, ta, code, buf)
+            off = _advance(idx, walk_shape, walk_strides, off, n)
         else:
+            n = 1
+            ch = s % chunks
             m = min(_CHUNK, row_len - ch * _CHUNK)
             for t in range(w):
                 _load_row(buf, m, a, off + t * lane_stride + ch * _CHUNK * row_stride,
                           row_stride, ta, code, False, acc[0])
                 acc[t] = _combine(op, acc[t], _pairwise(buf, m, op, acc8))
-        filled += 1
+            if ch == chunks - 1:
+                off = _advance(idx, walk_shape, walk_strides, off, 1)
+        s += n
+        filled += n
         if filled == block:
             depth, count = _push(stack, depth, count, acc, w, op)
             acc[:] = ident
@@ -490,7 +529,24 @@ def _finish(res, w, out, o, so, c, co, sc, tc, codes, scal):
         out[_U(o + t * so)] = _storage_value(out, v, codes[6])
 
 
-@njit(**_PARALLEL)
+@njit(**_JIT)
+def _finish_parts(part, free_shape, offs, strides, lanes, lane_w, out, c, tc, codes, scal):
+    """Combine the nsplit partial results of every unit and finish them (serially)."""
+    nf = free_shape.shape[0]
+    tiles = (lanes + lane_w - 1) // lane_w
+    base = np.empty(3, np.int64)
+    for u in range(part.shape[1]):
+        _offsets(u // tiles, free_shape, strides, nf - 1, offs, base)
+        t0 = (u % tiles) * lane_w
+        w = min(lane_w, lanes - t0)
+        res = part[0, u, :w].copy()
+        for k in range(1, part.shape[0]):
+            for t in range(w):
+                res[t] = _combine(codes[0], res[t], part[k, u, t])
+        _finish(res, w, out, base[0] + t0 * strides[0, nf - 1], strides[0, nf - 1],
+                c, base[1] + t0 * strides[1, nf - 1], strides[1, nf - 1], tc, codes, scal)
+
+
 def _reduce_kernel(free_shape, offs, strides, lanes, lane_w, row_len, row_stride,
                    walk_shape, walk_strides, nsplit, levels, out, c, tc, a, ta, codes, scal):
     """Reduce a over (row, walk) for every free position; lane axis = last free axis.
@@ -527,17 +583,10 @@ def _reduce_kernel(free_shape, offs, strides, lanes, lane_w, row_len, row_stride
         else:
             part[k, u, :w] = res
     if nsplit > 1:  # only a few units: combine them serially
-        for u in range(units):
-            base = np.empty(3, np.int64)
-            _offsets(u // tiles, free_shape, strides, nf - 1, offs, base)
-            t0 = (u % tiles) * lane_w
-            w = min(lane_w, lanes - t0)
-            res = part[0, u, :w].copy()
-            for k in range(1, nsplit):
-                for t in range(w):
-                    res[t] = _combine(op, res[t], part[k, u, t])
-            _finish(res, w, out, base[0] + t0 * strides[0, nf - 1], strides[0, nf - 1],
-                    c, base[1] + t0 * strides[1, nf - 1], strides[1, nf - 1], tc, codes, scal)
+        _finish_parts(part, free_shape, offs, strides, lanes, lane_w, out, c, tc, codes, scal)
+
+
+_REDUCE = _twins(_reduce_kernel)
 
 
 # --------------------------------------------------------------------------------------
@@ -569,16 +618,39 @@ def _geometry(shape, strides, dtype):
     return -lo, (hi - lo + 1 if math.prod(shape) else 0), steps
 
 
+@njit(**_JIT)
+def _bits_address(x):
+    return x.ctypes.data
+
+
+def _address(x):
+    """The address of x's element 0 (16-bit storage is viewed as bits for Numba)."""
+    return _bits_address(x.view(np.uint16) if x.dtype in _FORMATS else x)
+
+
 def _memory(x):
     """A 1-D view of the memory x spans (16-bit storage as uint16 bits).  Every view is
     typed writeable, so that one specialisation serves read-only inputs too (kernels
-    never write their inputs).  The view does not keep x alive: use it only while x is."""
+    never write their inputs).  A view of a plain writeable array is a slice of that
+    array; otherwise the view does not keep x alive: use it only while x is."""
     if x.flags.c_contiguous and x.flags.writeable:
-        return (x.view(np.uint16) if x.dtype in _FORMATS else x).reshape(-1)
-    offset, span, _ = _geometry(*_layout(x))
-    typestr = "<u2" if x.dtype in _FORMATS else x.dtype.str
-    address = x.__array_interface__["data"][0] - offset * x.itemsize
-    return np.asarray(_Memory(address, span, typestr))
+        flat = x.reshape(-1)
+    else:
+        offset, span, _ = _geometry(*_layout(x))
+        root = x
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        start, rest = divmod(_address(x) - _address(root), x.itemsize) if (
+            root is not x and root.dtype == x.dtype and root.flags.c_contiguous
+            and root.flags.writeable) else (0, 1)
+        start -= offset
+        if rest == 0 and start >= 0 and start + span <= root.size:
+            flat = root.reshape(-1)[start:start + span]
+        else:
+            typestr = "<u2" if x.dtype in _FORMATS else x.dtype.str
+            address = x.__array_interface__["data"][0] - offset * x.itemsize
+            return np.asarray(_Memory(address, span, typestr))
+    return flat.view(np.uint16) if x.dtype in _FORMATS else flat
 
 
 def _table(x):
@@ -587,22 +659,19 @@ def _table(x):
 
 
 def _threads(work):
-    """(threads to use, the caller's setting): small problems run on one thread."""
-    current = get_num_threads()
-    return (current if work >= _SERIAL_WORK else 1), current
+    """Threads to use for ``work`` elements: small problems run on one."""
+    return get_num_threads() if work >= _SERIAL_WORK else 1
 
 
-def _launch(kernel, threads, *args):
-    """Run ``kernel(*args)`` on ``threads[0]`` threads, restoring the caller's setting."""
-    use, current = threads
-    if use == current:
-        kernel(*args)
-        return
-    set_num_threads(use)
-    try:
-        kernel(*args)
-    finally:
-        set_num_threads(current)
+@functools.lru_cache(maxsize=1024)
+def _codes(*codes):
+    """The integer codes of a kernel call as an array (cached, so never written)."""
+    return np.array(codes, np.int64)
+
+
+def _launch(twins, threads, *args):
+    """Run the parallel twin on the caller's threads, or the serial one for 1 thread."""
+    twins[threads == 1](*args)
 
 
 def _ceil_div(n, d):
@@ -619,7 +688,16 @@ def _unary_code(unary, compute):
 
 
 def _scalars(values, compute):
-    """Host scalars as an array of the compute type (a real type keeps the real part)."""
+    """Host scalars (a tuple) as an array of the compute type (a real type keeps the real
+    part).  Python ints and non-zero floats, whose equality means identity (unlike -0.0
+    and 0.0), come from a cache, so the array is never written."""
+    if all(type(v) is int or (type(v) is float and v != 0) for v in values):
+        return _cached_scalars(values, compute)
+    return _cached_scalars.__wrapped__(values, compute)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_scalars(values, compute):
     if is_complex(compute):
         return np.array([complex(v) for v in values], compute)
     return np.array([float(np.real(v)) for v in values], compute)
@@ -661,10 +739,10 @@ def _run_rows(out, inputs, unaries, ops, scalars, compute):
     shape, offs, strides, codes = _rows_prep(
         tuple(_layout(x) for x in (out, *inputs)), codes)
     pad = list(inputs) + [inputs[0]] * (3 - len(inputs))
-    _launch(_rows_kernel, _threads(out.size * len(inputs)), shape, offs, strides,
+    _launch(_ROWS, _threads(out.size * len(inputs)), shape, offs, strides,
             _memory(out), _memory(pad[0]), _table(pad[0]), _memory(pad[1]),
             _table(pad[1]), _memory(pad[2]), _table(pad[2]), codes,
-            _scalars(list(scalars) + [1] * (3 - len(scalars)), compute))
+            _scalars(tuple(scalars) + (1,) * (3 - len(scalars)), compute))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -702,8 +780,8 @@ def permute(out, a, *, alpha, unary, compute):
     code = _unary_code(unary, compute)
     if code == _IDENTITY and alpha == 1 and out.dtype == a.dtype:
         code = -1  # a plain copy: elements move as they are (16-bit bits too)
-    _launch(_tiles_kernel, _threads(out.size), *prep, _memory(out), _memory(a), _table(a),
-            _TILES, code, alpha != 1, _fmt(out), _scalars([alpha], compute))
+    _launch(_PERMUTE, _threads(out.size), *prep, _memory(out), _memory(a), _table(a),
+            _TILES, code, alpha != 1, _fmt(out), _scalars((alpha,), compute))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -754,12 +832,11 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     use_c = c is not None and beta != 0
     c = c if use_c else out
     threads = _threads(a.size)
-    prep = _reduce_prep(_layout(out), _layout(c), _layout(a), threads[0])
-    codes = np.array([_OPS[Reduce.coerce(op)], _unary_code(unary_a, compute),
-                      _unary_code(unary_c, compute), alpha != 1, use_c, beta != 1, _fmt(out)],
-                     np.int64)
-    _launch(_reduce_kernel, threads, *prep, _memory(out), _memory(c), _table(c),
-            _memory(a), _table(a), codes, _scalars([alpha, beta], compute))
+    prep = _reduce_prep(_layout(out), _layout(c), _layout(a), threads)
+    codes = _codes(_OPS[Reduce.coerce(op)], _unary_code(unary_a, compute),
+                   _unary_code(unary_c, compute), alpha != 1, use_c, beta != 1, _fmt(out))
+    _launch(_REDUCE, threads, *prep, _memory(out), _memory(c), _table(c),
+            _memory(a), _table(a), codes, _scalars((alpha, beta), compute))
 
 
 def elementwise(out, inputs, *, unaries, op_ab, op_abc, scalars, compute):
