@@ -43,7 +43,7 @@ def test_truncated_svd_matches_lapack(dtype, eps, max_rank):
     m = _with_spectrum(rng, SPECTRA * 2, 24, 8, dtype)
     norms = np.linalg.norm(m.astype(np.complex128), axis=(1, 2))
     delta = eps * norms
-    left, right, k, tail = bondsvd.truncated_svd(m, delta, max_rank)
+    left, right, k, tail, _ = bondsvd.truncated_svd(m, delta, max_rank)
     l0, r0, k0, t0 = bondsvd.reference_svd(m, delta, max_rank)
     assert left.dtype == right.dtype == np.dtype(dtype)
     kept = np.linalg.svd(m.astype(np.complex128), compute_uv=False)
@@ -84,7 +84,7 @@ def test_lq_hypothesis(g, rows, cols, dtype, seed, deficient):
     if deficient and rows > 1:
         m[0, -1] = m[0, 0]
     m = m.astype(dtype)
-    l, f, b = bondsvd.lq(m)
+    l, f, b, _ = bondsvd.lq(m)
     q = f @ b
     l0, q0 = bondsvd.reference_lq(m)
     assert l.dtype == q.dtype == np.dtype(dtype) and l.shape == l0.shape and q.shape == q0.shape
@@ -100,7 +100,7 @@ def test_lq_fast_path_and_fallback():
     m = rng.standard_normal((3, 4, 32))
     m[1, 3] = m[1, 0] + m[1, 1]  # rank-deficient: Householder
     q_ref = bondsvd.reference_lq(m)[1]
-    l, f, b = bondsvd.lq(m)
+    l, f, b, _ = bondsvd.lq(m)
     q = f @ b
     np.testing.assert_allclose(l @ q, m, atol=1e-13)
     np.testing.assert_allclose(q @ q.transpose(0, 2, 1), np.broadcast_to(np.eye(4), (3, 4, 4)),
@@ -109,3 +109,14 @@ def test_lq_fast_path_and_fallback():
     np.testing.assert_array_equal(b[1], q_ref[1])
     np.testing.assert_array_equal(f[1], np.eye(4))
     np.testing.assert_array_equal(b[0], m[0])
+
+
+def test_fast_paths_report_use():
+    rng = np.random.default_rng(3)
+    m = rng.standard_normal((2, 4, 32))
+    assert bondsvd.lq(m)[3] and not bondsvd.lq(m, gram=False)[3]
+    m[:, 3] = m[:, 0]  # every train rank-deficient
+    assert not bondsvd.lq(m)[3]
+    t = rng.standard_normal((2, 32, 4))
+    assert bondsvd.truncated_svd(t, np.full(2, 1e-3), None)[4]
+    assert not bondsvd.truncated_svd(t, np.full(2, 0.0), None)[4]

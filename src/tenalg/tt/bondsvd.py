@@ -36,7 +36,7 @@ cases) takes LAPACK's SVD (:func:`reference_svd`), so the result is the SVD trun
 
 >>> import numpy as np
 >>> m = np.random.default_rng(0).standard_normal((3, 8, 4))
->>> left, right, k, tail = truncated_svd(m, np.full(3, 1e-12), 2)
+>>> left, right, k, tail, used = truncated_svd(m, np.full(3, 1e-12), 2)
 >>> k.tolist(), np.allclose(left.transpose(0, 2, 1) @ left, np.eye(2))
 ([2, 2, 2], True)
 """
@@ -83,21 +83,23 @@ def reference_lq(m):
     return hermitian(r), hermitian(q)
 
 
-def lq(m):
+def lq(m, gram=True):
     """M = L Q per train of ``m`` (g, rows, cols) with the rows of Q orthonormal, Q given
     as F @ B: the Cholesky path returns F = C^-1 and B = M (in double precision; Q is
     formed in single precision), LAPACK's QR F = I and B = Q. Callers that multiply Q
-    by a small matrix from the left multiply by F first and skip forming Q.
+    by a small matrix from the left multiply by F first and skip forming Q. The last
+    result says whether the Cholesky path served any train; ``gram=False`` skips it (a
+    sweep stops trying after a bond where it served none).
 
     >>> import numpy as np
     >>> m = np.random.default_rng(0).standard_normal((2, 3, 8))
-    >>> l, f, b = lq(m)
+    >>> l, f, b, used = lq(m)
     >>> q = f @ b
     >>> np.allclose(l @ q, m), np.allclose(q @ q.transpose(0, 2, 1), np.eye(3))
     (True, True)
     """
     g, rows, cols = m.shape
-    if rows <= cols:
+    if gram and rows <= cols:
         wide = np.result_type(m.dtype, np.float64)
         x = m.astype(wide, copy=False)
         gram = np.matmul(x, hermitian(x))
@@ -113,9 +115,12 @@ def lq(m):
             ok = (err + shift) * (np.abs(inv) ** 2).sum(axis=(1, 2)) <= unit_roundoff(
                 wide) ** ETA_POWER
             ok &= np.isfinite(inv).all(axis=(1, 2))
-            return _finish(m, c, inv, ok)
+            if ok.any():
+                return (*_finish(m, c, inv, ok), True)
+            break
     l, q = reference_lq(m)
-    return l, np.broadcast_to(np.eye(q.shape[1], dtype=m.dtype), (g, q.shape[1], q.shape[1])), q
+    eye = np.broadcast_to(np.eye(q.shape[1], dtype=m.dtype), (g, q.shape[1], q.shape[1]))
+    return l, eye, q, False
 
 
 def _finish(m, c, inv, ok):
@@ -173,14 +178,19 @@ def _gram(m, delta, max_rank):
     return left.astype(m.dtype, copy=False), right.astype(m.dtype, copy=False), k, tail, ok
 
 
-def truncated_svd(m, delta, max_rank):
+def truncated_svd(m, delta, max_rank, gram=True):
     """Per train of ``m`` (g, rows, r): the rank k kept for tolerance ``delta`` (g,) and
     ``max_rank``, the kept factors left (g, rows, kk) and right (g, kk, r) with left @ right
-    the truncation (columns past each train's k are zero) and the discarded weight
-    sum of s_i^2 past k."""
+    the truncation (columns past each train's k are zero), the discarded weight
+    sum of s_i^2 past k, and whether the Gram path served any train (``gram=False``
+    skips it)."""
+    if not gram:
+        return (*reference_svd(m, delta, max_rank), False)
     left, right, k, tail, ok = _gram(m, delta, max_rank)
     if ok.all():
-        return left, right, k, tail
+        return left, right, k, tail, True
+    if not ok.any():
+        return (*reference_svd(m, delta, max_rank), False)
     bad = ~ok
     l2, r2, k2, t2 = reference_svd(m[bad], np.broadcast_to(delta, k.shape)[bad], max_rank)
     k[bad], tail[bad] = k2, t2
@@ -192,4 +202,4 @@ def truncated_svd(m, delta, max_rank):
     out_r[ok, :w] = right[ok, :w]
     out_l[bad, :, : l2.shape[2]] = l2
     out_r[bad, : r2.shape[1]] = r2
-    return out_l, out_r, k, tail
+    return out_l, out_r, k, tail, True

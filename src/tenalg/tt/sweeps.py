@@ -66,9 +66,10 @@ def orthogonalize_rl(cores):
     factors = [None] * len(cores)
     logs = np.zeros(cores[0].shape[0])
     gross = frobenius(cores[0])
+    gram = True
     for c in range(len(cores) - 1, 0, -1):
         g, l, n, r = cores[c].shape
-        lf, factors[c], b = lq(cores[c].reshape(g, l, n * r))
+        lf, factors[c], b, gram = lq(cores[c].reshape(g, l, n * r), gram)
         cores[c] = b.reshape(g, b.shape[1], n, r)
         lf, logs = normalize(lf, logs)
         if c == 1:
@@ -98,9 +99,11 @@ def truncate(cores, tol, max_rank, gross, factors=None):
     tol = np.maximum(tol, NOISE * unit_roundoff(cores[0].dtype) * gross)
     ranks = np.ones((g, d + 1), dtype=np.int64)
     discarded = np.zeros(g)
+    gram = True
     for c in range(d - 1):
         _, l, n, r = cores[c].shape
-        left, right, k, tail = truncated_svd(cores[c].reshape(g, l * n, r), tol * nrm, max_rank)
+        left, right, k, tail, gram = truncated_svd(cores[c].reshape(g, l * n, r), tol * nrm,
+                                                   max_rank, gram)
         cores[c] = left.reshape(g, l, n, left.shape[2])
         if factors is not None:
             right = np.matmul(right, factors[c + 1])
