@@ -5,7 +5,9 @@ each of the d-1 bonds the tolerance eps ||X||_F / sqrt(d-1); every bond keeps ra
 and ``max_rank`` (alias ``rmax``) caps the ranks after that (then the bound no longer
 holds). Methods:
 
-- ``"svd"``: Oseledets: right-to-left LQ orthogonalisation, left-to-right truncated SVDs.
+- ``"svd"``: Oseledets: right-to-left LQ orthogonalisation, left-to-right truncated SVDs
+  (each bond factorised through its Gram matrix where a rounding-error bound proves the
+  result as good as LAPACK's, else by LAPACK: :mod:`tenalg.tt.bondsvd`).
 - ``"gram"``: two-sided Gram-SVD. Cheaper (GEMMs and small eigh only) but it cannot
   resolve components below about sqrt(u) ||X|| (1.5e-8 in float64, 3.5e-4 in float32, see
   :func:`gram_floor`): for a smaller eps it falls back to ``"svd"`` (``info.method`` says
