@@ -5,8 +5,9 @@ already shaped by the layout analysis (output first; for a reduction the input's
 trailing axes are the reduced ones).  Each array reaches Numba as a 1-D view of the
 memory it spans plus an element offset and element strides, so one compiled kernel
 serves every rank and layout; only the dtypes select a specialisation.  16-bit storage
-travels as uint16 bits: loads go through a 65536-entry float32 table, stores round to
-nearest even in :func:`_encode16`.
+travels as uint16 bits with a one-element format marker beside it: loads widen the bits
+exactly (float16 through the F16C conversion, bfloat16 by a shift; both vectorise),
+stores round to nearest even in :func:`_encode16`.
 
 >>> import numpy as np
 >>> from tenalg.descriptors import Unary
@@ -21,8 +22,9 @@ import functools
 import math
 
 import numpy as np
+from llvmlite import ir
 from numba import get_num_threads, njit, prange, types
-from numba.extending import overload
+from numba.extending import intrinsic, overload
 
 from ..descriptors import Binary, Reduce, Unary
 from ..dtypes import STORAGE_TYPES, bfloat16, float16, is_complex
@@ -47,10 +49,8 @@ _OPS = {Binary.ADD: 0, Binary.MUL: 1, Binary.MIN: 2, Binary.MAX: 3,
 _IDENTITY_VALUE = (0.0, 1.0, math.inf, -math.inf)
 # 16-bit storage formats, as codes for _encode16 (0: no 16-bit storage).
 _FORMATS = {float16: 1, bfloat16: 2}
-_TABLES = {
-    dt: np.arange(65536, dtype=np.uint16).view(dt).astype(np.float32) for dt in _FORMATS
-}
-_NO_TABLE = np.zeros(1, np.float32)
+_MARKS = {dt: np.array([code], np.int64) for dt, code in _FORMATS.items()}
+_NO_MARK = np.zeros(1, np.int64)
 
 _TILES = np.array([64, 64, 8], np.int64)  # permutation tiles: along p, along q, group side
 _MICRO = 8  # side of the blocks a plain-copy tile moves in (unrolled, vectorised)
@@ -69,15 +69,34 @@ _SERIAL_WORK = 1 << 19  # below this many elements a thread-pool launch costs mo
 # scalar helpers (compiled into every kernel)
 
 
-def _load(x, table):
-    """Storage value -> float (16-bit bits are decoded through ``table``)."""
+@intrinsic
+def _widen_half(typingctx, bits):
+    """float16 bits (uint16) -> float32, exactly (LLVM's fpext: F16C where available)."""
+    def codegen(context, builder, sig, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+
+    return types.float32(types.uint16), codegen
+
+
+@intrinsic
+def _widen_bfloat(typingctx, bits):
+    """bfloat16 bits (uint16) -> float32: the bits are the upper half of a float32's."""
+    def codegen(context, builder, sig, args):
+        wide = builder.shl(builder.zext(args[0], ir.IntType(32)), ir.Constant(ir.IntType(32), 16))
+        return builder.bitcast(wide, ir.FloatType())
+
+    return types.float32(types.uint16), codegen
+
+
+def _load(x, mark):
+    """Storage value -> float (16-bit bits are widened as ``mark[0]`` says: 1 float16)."""
 
 
 @overload(_load, jit_options=_JIT)
-def _load_impl(x, table):
+def _load_impl(x, mark):
     if isinstance(x, types.Integer):
-        return lambda x, table: table[x]
-    return lambda x, table: x
+        return lambda x, mark: _widen_half(x) if mark[0] == 1 else _widen_bfloat(x)
+    return lambda x, mark: x
 
 
 @njit(**_JIT)
@@ -217,18 +236,39 @@ def _transform(buf, n, code, scale, alpha):
             buf[i] = alpha * buf[i]
 
 
+def _load_run(buf, n, x, off, mark):
+    """buf[:n] = x[off:off + n] widened to the compute type (one vectorisable loop)."""
+
+
+@overload(_load_run, jit_options=_JIT)
+def _load_run_impl(buf, n, x, off, mark):
+    if not isinstance(x.dtype, types.Integer):
+        def impl(buf, n, x, off, mark):
+            for i in range(n):
+                buf[i] = x[_U(off + i)]
+        return impl
+
+    def impl16(buf, n, x, off, mark):
+        if mark[0] == 1:
+            for i in range(n):
+                buf[i] = _widen_half(x[_U(off + i)])
+        else:
+            for i in range(n):
+                buf[i] = _widen_bfloat(x[_U(off + i)])
+    return impl16
+
+
 @njit(**_JIT)
-def _load_row(buf, n, x, off, stride, table, code, scale, alpha):
+def _load_row(buf, n, x, off, stride, mark, code, scale, alpha):
     """buf[:n] = alpha * unary(x[off + i * stride]) in the compute type."""
-    if stride == 1 and code == _IDENTITY and not scale:  # the vectorisable cases first
-        for i in range(n):
-            buf[i] = _load(x[_U(off + i)], table)
-    elif stride == 1 and code == _IDENTITY:
-        for i in range(n):
-            buf[i] = alpha * _load(x[_U(off + i)], table)
+    if stride == 1 and code == _IDENTITY:  # the vectorisable cases first
+        _load_run(buf, n, x, off, mark)
+        if scale:
+            for i in range(n):
+                buf[i] = alpha * buf[i]
     else:
         for i in range(n):
-            buf[i] = _load(x[_U(off + i * stride)], table)
+            buf[i] = _load(x[_U(off + i * stride)], mark)
         _transform(buf, n, code, scale, alpha)
 
 
@@ -457,61 +497,78 @@ def _advance(idx, walk_shape, walk_strides, off, n):
 
 
 @njit(**_JIT)
-def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, code,
-                  walk_shape, walk_strides, s0, s1, ident, levels):
-    """res[:w] = op-reduction of steps s0..s1 for ``w`` lanes (outputs) side by side.
-
-    Step s is walk position s // chunks and row chunk s % chunks (chunks of _CHUNK
-    elements along the reduced row, each summed pairwise and pushed on the cascade; a row
-    of length 1 is one element per lane, and _BLOCK of those are added, in runs along
-    the innermost walk axis, before a push).
-    """
-    chunks = max(1, (row_len + _CHUNK - 1) // _CHUNK)
-    block = _BLOCK if row_len == 1 else 1
-    nw = walk_shape.shape[0]
-    inner, step = (walk_shape[nw - 1], walk_strides[nw - 1]) if nw else (1, 0)
-    idx = np.zeros(nw, np.int64)
-    pos = s0 // chunks
-    off = a_off
-    for ax in range(nw - 1, -1, -1):
+def _start(idx, walk_shape, walk_strides, pos):
+    """Set the walk odometer ``idx`` to position ``pos``; returns its offset."""
+    off = 0
+    for ax in range(walk_shape.shape[0] - 1, -1, -1):
         idx[ax] = pos % walk_shape[ax]
         pos //= walk_shape[ax]
         off += idx[ax] * walk_strides[ax]
-    acc = np.empty(w, res.dtype)
-    acc[:] = ident
-    stack = np.empty((levels, w), res.dtype)
-    buf = np.empty(max(w, min(row_len, _CHUNK)), res.dtype)
-    acc8 = np.empty(8, res.dtype)
-    depth = count = filled = 0
-    s = s0
-    while s < s1:
-        if row_len == 1:
-            n = min(s1 - s, block - filled, inner - (idx[nw - 1] if nw else 0))
-            _add_run(acc, w, op, a, off, step, lane_stride, n, ta, code, buf)
-            off = _advance(idx, walk_shape, walk_strides, off, n)
-        else:
-            n = 1
-            ch = s % chunks
-            m = min(_CHUNK, row_len - ch * _CHUNK)
-            for t in range(w):
-                _load_row(buf, m, a, off + t * lane_stride + ch * _CHUNK * row_stride,
-                          row_stride, ta, code, False, acc[0])
-                acc[t] = _combine(op, acc[t], _pairwise(buf, m, op, acc8))
-            if ch == chunks - 1:
-                off = _advance(idx, walk_shape, walk_strides, off, 1)
-        s += n
-        filled += n
-        if filled == block:
-            depth, count = _push(stack, depth, count, acc, w, op)
-            acc[:] = ident
-            filled = 0
-    if filled:
-        depth, count = _push(stack, depth, count, acc, w, op)
+    return off
+
+
+@njit(**_JIT)
+def _fold(stack, depth, acc, w, op, res):
+    """res[:w] = the cascade ``stack[:depth]`` folded (``acc`` when it is empty)."""
     for t in range(w):
         r = stack[depth - 1, t] if depth else acc[t]
         for d in range(depth - 2, -1, -1):
             r = _combine(op, stack[d, t], r)
         res[t] = r
+
+
+@njit(**_JIT)
+def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, code,
+                  walk_shape, walk_strides, s0, s1, ident, levels):
+    """res[:w] = op-reduction of steps s0..s1 for ``w`` lanes (outputs).
+
+    Step s is walk position s // chunks and row chunk s % chunks.  With a reduced row
+    (row_len > 1) each lane in turn sums its chunks of _CHUNK elements pairwise and
+    pushes each on its cascade.  Without one, the lanes go side by side: a step is one
+    element per lane, and _BLOCK of those, added in runs along the innermost walk axis,
+    make one push.
+    """
+    nw = walk_shape.shape[0]
+    idx = np.zeros(nw, np.int64)
+    acc = np.empty(w, res.dtype)
+    acc[:] = ident
+    buf = np.empty(max(w, min(row_len, _CHUNK)), res.dtype)
+    if row_len > 1:
+        chunks = (row_len + _CHUNK - 1) // _CHUNK
+        stack = np.empty((levels, 1), res.dtype)
+        acc8 = np.empty(8, res.dtype)
+        for t in range(w):
+            off = a_off + t * lane_stride + _start(idx, walk_shape, walk_strides, s0 // chunks)
+            depth = count = 0
+            for s in range(s0, s1):
+                ch = s % chunks
+                m = min(_CHUNK, row_len - ch * _CHUNK)
+                _load_row(buf, m, a, off + ch * _CHUNK * row_stride, row_stride, ta, code,
+                          False, acc[0])
+                acc[t] = _combine(op, ident, _pairwise(buf, m, op, acc8))
+                depth, count = _push(stack, depth, count, acc[t:], 1, op)
+                if ch == chunks - 1:
+                    off = _advance(idx, walk_shape, walk_strides, off, 1)
+            _fold(stack, depth, acc[t:], 1, op, res[t:])
+        return
+    stack = np.empty((levels, w), res.dtype)
+    inner, step = (walk_shape[nw - 1], walk_strides[nw - 1]) if nw else (1, 0)
+    off = a_off + _start(idx, walk_shape, walk_strides, s0)
+    depth = count = filled = 0
+    s = s0
+    while s < s1:
+        n = min(s1 - s, _BLOCK - filled, inner - (idx[nw - 1] if nw else 0))
+        _add_run(acc, w, op, a, off, step, lane_stride, n, ta, code, buf)
+        off = _advance(idx, walk_shape, walk_strides, off, n)
+        s += n
+        filled += n
+        if filled == _BLOCK:
+            depth, count = _push(stack, depth, count, acc, w, op)
+            acc[:] = ident
+            filled = 0
+    if filled:
+        depth, count = _push(stack, depth, count, acc, w, op)
+    _fold(stack, depth, acc, w, op, res)
 
 
 @njit(**_JIT)
@@ -653,9 +710,9 @@ def _memory(x):
     return flat.view(np.uint16) if x.dtype in _FORMATS else flat
 
 
-def _table(x):
-    """The float32 decoding table of 16-bit storage (a dummy for other dtypes)."""
-    return _TABLES.get(x.dtype, _NO_TABLE)
+def _mark(x):
+    """The format marker of x's storage (for 16-bit storage; a dummy for other dtypes)."""
+    return _MARKS.get(x.dtype, _NO_MARK)
 
 
 def _threads(work):
@@ -740,8 +797,8 @@ def _run_rows(out, inputs, unaries, ops, scalars, compute):
         tuple(_layout(x) for x in (out, *inputs)), codes)
     pad = list(inputs) + [inputs[0]] * (3 - len(inputs))
     _launch(_ROWS, _threads(out.size * len(inputs)), shape, offs, strides,
-            _memory(out), _memory(pad[0]), _table(pad[0]), _memory(pad[1]),
-            _table(pad[1]), _memory(pad[2]), _table(pad[2]), codes,
+            _memory(out), _memory(pad[0]), _mark(pad[0]), _memory(pad[1]),
+            _mark(pad[1]), _memory(pad[2]), _mark(pad[2]), codes,
             _scalars(tuple(scalars) + (1,) * (3 - len(scalars)), compute))
 
 
@@ -780,7 +837,7 @@ def permute(out, a, *, alpha, unary, compute):
     code = _unary_code(unary, compute)
     if code == _IDENTITY and alpha == 1 and out.dtype == a.dtype:
         code = -1  # a plain copy: elements move as they are (16-bit bits too)
-    _launch(_PERMUTE, _threads(out.size), *prep, _memory(out), _memory(a), _table(a),
+    _launch(_PERMUTE, _threads(out.size), *prep, _memory(out), _memory(a), _mark(a),
             _TILES, code, alpha != 1, _fmt(out), _scalars((alpha,), compute))
 
 
@@ -835,8 +892,8 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     prep = _reduce_prep(_layout(out), _layout(c), _layout(a), threads)
     codes = _codes(_OPS[Reduce.coerce(op)], _unary_code(unary_a, compute),
                    _unary_code(unary_c, compute), alpha != 1, use_c, beta != 1, _fmt(out))
-    _launch(_REDUCE, threads, *prep, _memory(out), _memory(c), _table(c),
-            _memory(a), _table(a), codes, _scalars((alpha, beta), compute))
+    _launch(_REDUCE, threads, *prep, _memory(out), _memory(c), _mark(c),
+            _memory(a), _mark(a), codes, _scalars((alpha, beta), compute))
 
 
 def elementwise(out, inputs, *, unaries, op_ab, op_abc, scalars, compute):
