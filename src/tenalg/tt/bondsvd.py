@@ -20,8 +20,9 @@ decisions and the eps guarantee are unaffected.
 :func:`keep_ranks`) and returns the kept factors. It first tries the eigendecomposition of
 the r x r Gram matrix M^H M (computed in double precision): a GEMM and a small ``eigh``
 cost a fraction of the SVD of the tall unfolding. Eigenvalues of the Gram matrix carry an
-absolute error of at most ``err = (rows + r) u tr(M^H M)``, so the Gram result is used
-only for the trains where that error provably cannot change the outcome:
+absolute error of at most ``(rows + r) u tr(M^H M)`` (taken 4 times over as ``err``), so
+the Gram result is used only for the trains where that error provably cannot change the
+outcome:
 
 - the rank decision is robust: with every eigenvalue moved by ``err`` the SVD would keep
   the same rank (both the eps test and the max_rank cap);
@@ -46,6 +47,7 @@ import numpy as np
 from ._dense import unit_roundoff
 
 ETA_POWER = 0.5  # the Gram result is accepted when accurate to u ** ETA_POWER (double)
+SAFETY = 4  # factor on the rounding-error bounds (Gram matrix and eigh/Cholesky)
 
 
 def hermitian(x):
@@ -104,7 +106,7 @@ def lq(m, gram=True):
         x = m.astype(wide, copy=False)
         gram = np.matmul(x, hermitian(x))
         trace = np.trace(gram, axis1=1, axis2=2).real
-        err = (rows + cols) * unit_roundoff(wide) * trace
+        err = SAFETY * (rows + cols) * unit_roundoff(wide) * trace
         for shift in (rows * unit_roundoff(wide) * trace, 4 * err):
             shift = shift + np.finfo(np.float64).tiny
             try:
@@ -154,7 +156,7 @@ def _gram(m, delta, max_rank):
     p = min(rows, r)
     lam, v = lam[:, ::-1][:, :p], v[:, :, ::-1][:, :, :p]
     trace = np.maximum(lam, 0).sum(axis=1)
-    err = (rows + r) * unit_roundoff(wide) * trace
+    err = SAFETY * (rows + r) * unit_roundoff(wide) * trace
     s = np.sqrt(np.maximum(lam, 0))
     k, tail = keep_ranks(s, delta, max_rank)
     rows_g = np.arange(g)
