@@ -449,10 +449,11 @@ def _pairwise(buf, n, op, acc8):
 
 
 @njit(**_JIT)
-def _push(stack, depth, count, acc, w, op):
-    """Push block ``acc`` on the pairwise cascade; merge equal-sized neighbours."""
+def _push(stack, depth, count, acc, t0, w, op):
+    """Push block ``acc[t0:t0 + w]`` on the pairwise cascade; merge equal-sized
+    neighbours."""
     for t in range(w):
-        stack[depth, t] = acc[t]
+        stack[depth, t] = acc[t0 + t]
     depth += 1
     count += 1
     k = count
@@ -462,6 +463,18 @@ def _push(stack, depth, count, acc, w, op):
             stack[depth - 1, t] = _combine(op, stack[depth - 1, t], stack[depth, t])
         k //= 2
     return depth, count
+
+
+@njit(**{**_JIT, "fastmath": {"reassoc"}})
+def _sum_run(x, off, n, mark, buf):
+    """The sum of x[off:off + n] widened, in the compute type of ``buf``.  Reassociation
+    lets LLVM vectorise it with interleaved accumulators (sixteen or more, at least as
+    many as NumPy's pairwise leaves use)."""
+    buf[0] = 0
+    r = buf[0]
+    for i in range(off, off + n):
+        r += _load(x[_U(i)], mark)
+    return r
 
 
 @njit(**_JIT)
@@ -508,13 +521,13 @@ def _start(idx, walk_shape, walk_strides, pos):
 
 
 @njit(**_JIT)
-def _fold(stack, depth, acc, w, op, res):
-    """res[:w] = the cascade ``stack[:depth]`` folded (``acc`` when it is empty)."""
+def _fold(stack, depth, acc, t0, w, op, res):
+    """res[t0:t0 + w] = the cascade ``stack[:depth]`` folded (``acc`` when it is empty)."""
     for t in range(w):
-        r = stack[depth - 1, t] if depth else acc[t]
+        r = stack[depth - 1, t] if depth else acc[t0 + t]
         for d in range(depth - 2, -1, -1):
             r = _combine(op, stack[d, t], r)
-        res[t] = r
+        res[t0 + t] = r
 
 
 @njit(**_JIT)
@@ -540,16 +553,22 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
         for t in range(w):
             off = a_off + t * lane_stride + _start(idx, walk_shape, walk_strides, s0 // chunks)
             depth = count = 0
-            for s in range(s0, s1):
-                ch = s % chunks
+            ch = s0 % chunks
+            for _ in range(s0, s1):
                 m = min(_CHUNK, row_len - ch * _CHUNK)
-                _load_row(buf, m, a, off + ch * _CHUNK * row_stride, row_stride, ta, code,
-                          False, acc[0])
-                acc[t] = _combine(op, ident, _pairwise(buf, m, op, acc8))
-                depth, count = _push(stack, depth, count, acc[t:], 1, op)
-                if ch == chunks - 1:
+                o = off + ch * _CHUNK * row_stride
+                if op == 0 and code == _IDENTITY and row_stride == 1:
+                    v = _sum_run(a, o, m, ta, buf)
+                else:
+                    _load_row(buf, m, a, o, row_stride, ta, code, False, acc[0])
+                    v = _pairwise(buf, m, op, acc8)
+                acc[t] = _combine(op, ident, v)
+                depth, count = _push(stack, depth, count, acc, t, 1, op)
+                ch += 1
+                if ch == chunks:
+                    ch = 0
                     off = _advance(idx, walk_shape, walk_strides, off, 1)
-            _fold(stack, depth, acc[t:], 1, op, res[t:])
+            _fold(stack, depth, acc, t, 1, op, res)
         return
     stack = np.empty((levels, w), res.dtype)
     inner, step = (walk_shape[nw - 1], walk_strides[nw - 1]) if nw else (1, 0)
@@ -563,12 +582,12 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
         s += n
         filled += n
         if filled == _BLOCK:
-            depth, count = _push(stack, depth, count, acc, w, op)
+            depth, count = _push(stack, depth, count, acc, 0, w, op)
             acc[:] = ident
             filled = 0
     if filled:
-        depth, count = _push(stack, depth, count, acc, w, op)
-    _fold(stack, depth, acc, w, op, res)
+        depth, count = _push(stack, depth, count, acc, 0, w, op)
+    _fold(stack, depth, acc, 0, w, op, res)
 
 
 @njit(**_JIT)
