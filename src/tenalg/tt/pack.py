@@ -224,11 +224,11 @@ class TrainPack:
         for positions, cores in self.device_pack().groups:
             eps_, max_rank_, used = resolve_options(eps, max_rank, rmax, method, cores[0].dtype)
             res = run(used, [cores], [1], eps_, max_rank_, rng)
-            before = [self[pos].ranks for pos in positions]
+            before = [self[positions[0]].ranks] * len(positions)  # one group: equal ranks
             for pos, arrays in zip(positions, batched.unstack(res.cores, res.ranks), strict=True):
                 t = self[pos]
                 t._replace([TensorCore._wrap(a, t.storage) for a in arrays])
-            after = [self[pos].ranks for pos in positions]
+            after = [tuple(r) for r in res.ranks.tolist()]
             for (v, b), info in zip(positions, infos(res, before, after, used), strict=True):
                 out[v][b] = info
         return out
