@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from tenalg.descriptors import Binary, Reduce, Unary
 from tenalg.dtypes import compute_type
 from tenalg.kernels import cpu, reference
+from tenalg.layout import Loop
 
 F16, BF16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -330,3 +331,13 @@ def test_supports_small_problems_stay_on_reference():
     assert not cpu.supports("reduction", (F64, F64), 2, 64)
     assert cpu.supports("permutation", (F32, F32), 2, 1 << 22)
     assert not cpu.supports("contraction", (F32, F32, F32), 2, 1 << 22)
+
+
+def test_supports_small_reductions_with_short_inner_loops():
+    """'iij->j' on (2048, 2048, 8): the input's fastest loop has 8 elements."""
+    iij = [Loop(8, (1, 1), False, ("j",)), Loop(2048, (0, 16392), True, ("i",))]
+    rows = [Loop(128, (1, 128), False, ("i",)), Loop(128, (0, 1), True, ("j",))]
+    assert cpu.supports("reduction", (F64, F64), 2, 1 << 14, loops=iij)
+    assert not cpu.supports("reduction", (F64, F64), 2, 1 << 14, loops=rows)
+    assert not cpu.supports("reduction", (F64, F64), 2, 64, loops=iij[:1])
+    assert not cpu.supports("permutation", (F64, F64), 2, 1 << 14, loops=iij)

@@ -60,8 +60,10 @@ _BLOCK = 16    # contributions accumulated naively before entering the cascade
 _LANES = 256   # outputs reduced side by side when the innermost axis is free
 _ROW_BLOCK = 1 << 14  # elements read per step (lanes x row) when the innermost axis is reduced
 # Below these sizes NumPy's reference path has lower overhead (measured on contiguous data)
-_MIN_ELEMENTS = {"permutation": 1 << 15, "reduction": 1 << 18, "elementwise_binary": 1 << 18,
+_MIN_ELEMENTS = {"permutation": 1 << 15, "reduction": 1 << 19, "elementwise_binary": 1 << 18,
                  "elementwise_trinary": 1 << 18}
+# ... unless NumPy's inner loop would be shorter than this (reductions of at least so many)
+_SHORT_INNER, _MIN_SHORT_INNER = 16, 1 << 12
 _SERIAL_WORK = 1 << 19  # below this many elements a thread-pool launch costs more than it saves
 
 
@@ -466,14 +468,18 @@ def _push(stack, depth, count, acc, t0, w, op):
 
 
 @njit(**{**_JIT, "fastmath": {"reassoc"}})
-def _sum_run(x, off, n, mark, buf):
-    """The sum of x[off:off + n] widened, in the compute type of ``buf``.  Reassociation
-    lets LLVM vectorise it with interleaved accumulators (sixteen or more, at least as
-    many as NumPy's pairwise leaves use)."""
+def _sum_run(x, off, n, stride, mark, buf):
+    """The sum of x[off + i * stride] widened for i < n, in the compute type of ``buf``.
+    Reassociation lets LLVM interleave accumulators (sixteen or more, at least as many
+    as NumPy's pairwise leaves use) and vectorise the contiguous case."""
     buf[0] = 0
     r = buf[0]
-    for i in range(off, off + n):
-        r += _load(x[_U(i)], mark)
+    if stride == 1:
+        for i in range(off, off + n):
+            r += _load(x[_U(i)], mark)
+    else:
+        for i in range(n):
+            r += _load(x[_U(off + i * stride)], mark)
     return r
 
 
@@ -557,8 +563,8 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
             for _ in range(s0, s1):
                 m = min(_CHUNK, row_len - ch * _CHUNK)
                 o = off + ch * _CHUNK * row_stride
-                if op == 0 and code == _IDENTITY and row_stride == 1:
-                    v = _sum_run(a, o, m, ta, buf)
+                if op == 0 and code == _IDENTITY:
+                    v = _sum_run(a, o, m, row_stride, ta, buf)
                 else:
                     _load_row(buf, m, a, o, row_stride, ta, code, False, acc[0])
                     v = _pairwise(buf, m, op, acc8)
@@ -779,14 +785,25 @@ def _cached_scalars(values, compute):
     return np.array([float(np.real(v)) for v in values], compute)
 
 
-def supports(kind, dtypes, ndim, elements):
+def supports(kind, dtypes, ndim, elements, loops=None):
     """Whether the Numba kernels should run this problem (large enough, known dtypes).
+
+    ``loops`` (the layout's, optional) lets a smaller reduction qualify: one whose
+    input's smallest-stride loop is short, where NumPy's inner loop would be too short
+    to amortise its per-loop cost (``iij->j`` on (2048, 2048, 8): 8 elements a loop).
 
     >>> supports("reduction", (np.dtype(np.float32),) * 2, 2, 1 << 20)
     True
     """
-    return elements >= _MIN_ELEMENTS.get(kind, math.inf) and all(
-        np.dtype(d) in STORAGE_TYPES for d in dtypes)
+    if not all(np.dtype(d) in STORAGE_TYPES for d in dtypes):
+        return False
+    if elements >= _MIN_ELEMENTS.get(kind, math.inf):
+        return True
+    if kind != "reduction" or not loops or elements < _MIN_SHORT_INNER:
+        return False
+    inner = min((loop for loop in loops if loop.strides[1]), key=lambda loop: abs(loop.strides[1]),
+                default=None)
+    return inner is not None and inner.extent < _SHORT_INNER
 
 
 @functools.lru_cache(maxsize=1024)
