@@ -451,11 +451,10 @@ def _pairwise(buf, n, op, acc8):
 
 
 @njit(**_JIT)
-def _push(stack, depth, count, acc, t0, w, op):
-    """Push block ``acc[t0:t0 + w]`` on the pairwise cascade; merge equal-sized
-    neighbours."""
+def _push(stack, depth, count, acc, w, op):
+    """Push block ``acc[:w]`` on the pairwise cascade; merge equal-sized neighbours."""
     for t in range(w):
-        stack[depth, t] = acc[t0 + t]
+        stack[depth, t] = acc[t]
     depth += 1
     count += 1
     k = count
@@ -481,6 +480,15 @@ def _sum_run(x, off, n, stride, mark, buf):
         for i in range(n):
             r += _load(x[_U(off + i * stride)], mark)
     return r
+
+
+@njit(**_JIT)
+def _chunk(a, off, m, stride, ta, code, op, buf, acc8):
+    """The op-reduction of unary(a[off + i * stride]) for i < m (m >= 1)."""
+    if op == 0 and code == _IDENTITY:
+        return _sum_run(a, off, m, stride, ta, buf)
+    _load_row(buf, m, a, off, stride, ta, code, False, buf[0])
+    return _pairwise(buf, m, op, acc8)
 
 
 @njit(**_JIT)
@@ -527,13 +535,13 @@ def _start(idx, walk_shape, walk_strides, pos):
 
 
 @njit(**_JIT)
-def _fold(stack, depth, acc, t0, w, op, res):
-    """res[t0:t0 + w] = the cascade ``stack[:depth]`` folded (``acc`` when it is empty)."""
+def _fold(stack, depth, acc, w, op, res):
+    """res[:w] = the cascade ``stack[:depth]`` folded (``acc`` when it is empty)."""
     for t in range(w):
-        r = stack[depth - 1, t] if depth else acc[t0 + t]
+        r = stack[depth - 1, t] if depth else acc[t]
         for d in range(depth - 2, -1, -1):
             r = _combine(op, stack[d, t], r)
-        res[t0 + t] = r
+        res[t] = r
 
 
 @njit(**_JIT)
@@ -542,41 +550,43 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
     """res[:w] = op-reduction of steps s0..s1 for ``w`` lanes (outputs).
 
     Step s is walk position s // chunks and row chunk s % chunks.  With a reduced row
-    (row_len > 1) each lane in turn sums its chunks of _CHUNK elements pairwise and
-    pushes each on its cascade.  Without one, the lanes go side by side: a step is one
-    element per lane, and _BLOCK of those, added in runs along the innermost walk axis,
-    make one push.
+    (row_len > 1) a step reduces one chunk of _CHUNK elements per lane (pairwise) and
+    pushes them on the lanes' cascades (rows of one chunk: _BLOCK steps a push).
+    Without one, a step is one element per lane, and _BLOCK of those, added in runs
+    along the innermost walk axis, make one push.
     """
     nw = walk_shape.shape[0]
     idx = np.zeros(nw, np.int64)
     acc = np.empty(w, res.dtype)
     acc[:] = ident
     buf = np.empty(max(w, min(row_len, _CHUNK)), res.dtype)
-    if row_len > 1:
-        chunks = (row_len + _CHUNK - 1) // _CHUNK
-        stack = np.empty((levels, 1), res.dtype)
-        acc8 = np.empty(8, res.dtype)
-        for t in range(w):
-            off = a_off + t * lane_stride + _start(idx, walk_shape, walk_strides, s0 // chunks)
-            depth = count = 0
-            ch = s0 % chunks
-            for _ in range(s0, s1):
-                m = min(_CHUNK, row_len - ch * _CHUNK)
-                o = off + ch * _CHUNK * row_stride
-                if op == 0 and code == _IDENTITY:
-                    v = _sum_run(a, o, m, row_stride, ta, buf)
-                else:
-                    _load_row(buf, m, a, o, row_stride, ta, code, False, acc[0])
-                    v = _pairwise(buf, m, op, acc8)
-                acc[t] = _combine(op, ident, v)
-                depth, count = _push(stack, depth, count, acc, t, 1, op)
-                ch += 1
-                if ch == chunks:
-                    ch = 0
-                    off = _advance(idx, walk_shape, walk_strides, off, 1)
-            _fold(stack, depth, acc, t, 1, op, res)
-        return
     stack = np.empty((levels, w), res.dtype)
+    if row_len > 1:  # step by step, every lane's chunk of the row (reads stay local)
+        chunks = (row_len + _CHUNK - 1) // _CHUNK
+        acc8 = np.empty(8, res.dtype)
+        off = a_off + _start(idx, walk_shape, walk_strides, s0 // chunks)
+        block = _BLOCK if chunks == 1 else 1  # short rows: _BLOCK row sums make a push
+        ch = s0 % chunks
+        depth = count = filled = 0
+        for _ in range(s0, s1):
+            m = min(_CHUNK, row_len - ch * _CHUNK)
+            o = off + ch * _CHUNK * row_stride
+            for t in range(w):
+                acc[t] = _combine(op, acc[t], _chunk(a, o + t * lane_stride, m, row_stride, ta,
+                                                     code, op, buf, acc8))
+            filled += 1
+            if filled == block:
+                depth, count = _push(stack, depth, count, acc, w, op)
+                acc[:] = ident
+                filled = 0
+            ch += 1
+            if ch == chunks:
+                ch = 0
+                off = _advance(idx, walk_shape, walk_strides, off, 1)
+        if filled:
+            depth, count = _push(stack, depth, count, acc, w, op)
+        _fold(stack, depth, acc, w, op, res)
+        return
     inner, step = (walk_shape[nw - 1], walk_strides[nw - 1]) if nw else (1, 0)
     off = a_off + _start(idx, walk_shape, walk_strides, s0)
     depth = count = filled = 0
@@ -588,12 +598,12 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
         s += n
         filled += n
         if filled == _BLOCK:
-            depth, count = _push(stack, depth, count, acc, 0, w, op)
+            depth, count = _push(stack, depth, count, acc, w, op)
             acc[:] = ident
             filled = 0
     if filled:
-        depth, count = _push(stack, depth, count, acc, 0, w, op)
-    _fold(stack, depth, acc, 0, w, op, res)
+        depth, count = _push(stack, depth, count, acc, w, op)
+    _fold(stack, depth, acc, w, op, res)
 
 
 @njit(**_JIT)
@@ -904,7 +914,7 @@ def _reduce_prep(out_layout, c_layout, a_layout, threads):
     steps = math.prod(shape[ax] for ax in walk) * _ceil_div(row_len, _CHUNK)
     work = steps * lane_w * min(row_len, _CHUNK)
     nsplit = max(1, min(steps, 2 * threads // units, work // (1 << 15)))
-    blocks = _ceil_div(_ceil_div(steps, nsplit), _BLOCK if row_len == 1 else 1)
+    blocks = _ceil_div(_ceil_div(steps, nsplit), _BLOCK if row_len <= _CHUNK else 1)
     return (np.array(free_shape, np.int64), np.array([g[0] for g in geometry], np.int64),
             strides, lanes, lane_w, row_len, row_stride,
             np.array([shape[ax] for ax in walk], np.int64),
