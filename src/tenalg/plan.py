@@ -138,7 +138,7 @@ class Plan:
         use_cpu = kernels == "cpu" or (
             kernels == "auto"
             and cpu is not None
-            and cpu.supports(op.kind, dtypes, len(self.loops), work)
+            and cpu.supports(op.kind, dtypes, len(self.loops), work, self.loops)
         )
         self._module = cpu if use_cpu else reference
         self.backend = "cpu" if use_cpu else "reference"
