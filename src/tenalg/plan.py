@@ -150,9 +150,6 @@ class Plan:
     # -- execution ----------------------------------------------------------------------
     def execute(self, *arrays, alpha=None, beta=None, gamma=None):
         """Run on ``arrays`` (inputs, then the addend C if any) into a new output."""
-        if self._direct is not None and alpha is None and beta is None and gamma is None:
-            self._check_inputs(arrays)  # the fastest path: small, default scalars
-            return self._direct(arrays)
         scalars, default = self._check_scalars(alpha, beta, gamma)
         self._check_inputs(arrays)
         if default and self._direct is not None:
