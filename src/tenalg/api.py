@@ -14,7 +14,7 @@ import numpy as np
 from .contraction import gemm_layout
 from .descriptors import Operand, TensorDescriptor, Unary
 from .dtypes import real_type, result_type, storage_type
-from .einsum import einsum
+from .einsum import PlanCache, einsum
 from .errors import DescriptorError, OperationError
 from .operations import Operation
 from .plan import Plan
@@ -43,6 +43,43 @@ def _descriptor(layout, what):
     return TensorDescriptor.from_byte_strides(*layout, what)
 
 
+# (front end, its arguments, the layouts of a and out) -> the function that runs the call
+_CALLS = PlanCache(maxsize=1024)
+
+
+def _ints(value):
+    """Whether ``value`` is None, an int or a tuple of ints or of int tuples: arguments a
+    cached call may key on, since equal keys then mean equal arguments (``True == 1`` and
+    ``1.0 == 1`` must not reach a call cached for 1)."""
+    if value is None or type(value) is int:
+        return True
+    return type(value) is tuple and all(
+        type(v) is int or (type(v) is tuple and all(type(w) is int for w in v)) for v in value)
+
+
+def _call(a, out, key, build, **scalars):
+    """Run a one-array front-end call: ``build()`` (the argument checks and the plan) runs
+    once per key and layouts and returns ``run(a, out, **scalars)``; ``key`` None: no
+    caching."""
+    if key is None or (out is not None and type(out) is not np.ndarray):
+        return build()(a, out, **scalars)
+    layouts = (a.shape, a.strides, a.dtype, None if out is None else _layout(out))
+    return _CALLS.get((key, layouts), build)(a, out, **scalars)
+
+
+def _runner(plan, select=None):
+    """``run(a, out, **scalars)`` for a plan of one input (``select`` slices a first)."""
+
+    def run(a, out, **scalars):
+        if select is not None:
+            a = a[select]
+        if out is None:
+            return plan.execute(a, **scalars)
+        return plan.execute_into(out, a, **scalars)
+
+    return run
+
+
 @functools.lru_cache(maxsize=1024)
 def _plan_for_layouts(kind, operands, addend, out, out_modes, options):
     """Build (once per layout) the plan of a front-end call; arguments are hashable keys."""
@@ -65,18 +102,20 @@ def _plan_for_layouts(kind, operands, addend, out, out_modes, options):
     return Plan(operation)
 
 
-def _run(kind, operands, out_modes, *, addend=None, out=None, options=(), **scalars):
-    """Run a front-end operation: ``operands`` are ``(array, modes, unary, name)``."""
-    arrays = [x for x, *_ in operands]
+def _plan(kind, operands, out_modes, *, addend=None, out=None, options=()):
+    """The cached plan of a front-end operation: ``operands`` are ``(array, modes, unary,
+    name)``, ``addend`` is ``(array, modes, unary)``."""
     key_operands = tuple((_layout(x), tuple(m), u, w) for x, m, u, w in operands)
-    key_addend = None
-    if addend is not None:
-        x, modes, unary = addend
-        key_addend = (_layout(x), tuple(modes), unary)
-        arrays.append(x)
+    key_addend = None if addend is None else (_layout(addend[0]), tuple(addend[1]), addend[2])
     key_out = None if out is None else _layout(_array(out, "out"))
-    plan = _plan_for_layouts(kind, key_operands, key_addend, key_out, tuple(out_modes),
+    return _plan_for_layouts(kind, key_operands, key_addend, key_out, tuple(out_modes),
                              tuple(options))
+
+
+def _run(kind, operands, out_modes, *, addend=None, out=None, options=(), **scalars):
+    """Run a front-end operation (arguments as :func:`_plan`'s)."""
+    plan = _plan(kind, operands, out_modes, addend=addend, out=out, options=options)
+    arrays = [x for x, *_ in operands] + ([] if addend is None else [addend[0]])
     if out is None:
         return plan.execute(*arrays, **scalars)
     return plan.execute_into(out, *arrays, **scalars)
@@ -98,6 +137,12 @@ def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, out=Non
                 beta=beta)
 
 
+def _reduction_plan(a, modes_in, modes_out, out, compute_dtype):
+    """The plan of a plain sum of ``a`` (a front end's; ``out`` may be None)."""
+    return _plan("reduction", [(a, modes_in, Unary.IDENTITY, "A")], modes_out, out=out,
+                 options=(("op", "sum"), ("compute", compute_dtype)))
+
+
 def _axes(axis, ndim):
     if axis is None:
         return tuple(range(ndim))
@@ -115,10 +160,15 @@ def sum(a, axis=None, *, out=None, compute_dtype=None):  # noqa: A001 - NumPy's 
     [3.0, 3.0]
     """
     a = _array(a, "a")
-    axes = _axes(axis, a.ndim)
-    modes = tuple(range(a.ndim))
-    kept = tuple(m for m in modes if m not in axes)
-    return reduce(a, modes, kept, out=out, compute_dtype=compute_dtype)
+
+    def build():
+        axes = _axes(axis, a.ndim)
+        modes = tuple(range(a.ndim))
+        kept = tuple(m for m in modes if m not in axes)
+        return _runner(_reduction_plan(a, modes, kept, out, compute_dtype))
+
+    key = ("sum", axis) if compute_dtype is None and _ints(axis) else None
+    return _call(a, out, key, build)
 
 
 def sum_host(a):
@@ -145,7 +195,15 @@ def partial_trace(a, pairs):
     [2.0, 2.0, 2.0]
     """
     a = _array(a, "a")
-    pairs = [tuple(p) for p in pairs]
+    try:
+        pairs = tuple(tuple(p) for p in pairs)
+    except TypeError:
+        raise DescriptorError(f"trace pairs are pairs of axes, got {pairs!r}") from None
+    key = ("partial_trace", pairs) if _ints(pairs) else None
+    return _call(a, None, key, lambda: _partial_trace_runner(a, pairs))
+
+
+def _partial_trace_runner(a, pairs):
     labels = list(range(a.ndim))
     index = [slice(None)] * a.ndim
     seen = set()
@@ -154,16 +212,16 @@ def partial_trace(a, pairs):
             raise DescriptorError(f"a trace pair has two axes, got {pair}")
         i, j = (normalize_axis(ax, a.ndim) for ax in pair)
         if i == j or i in seen or j in seen:
-            raise DescriptorError(f"axes repeat in the trace pairs {pairs}")
+            raise DescriptorError(f"axes repeat in the trace pairs {list(pairs)}")
         seen.update((i, j))
         n = min(a.shape[i], a.shape[j])
         if a.shape[i] != a.shape[j]:  # trace the leading square
             index[i] = index[j] = slice(0, n)
         labels[j] = labels[i]
-    if any(s != slice(None) for s in index):
-        a = a[tuple(index)]
+    select = tuple(index) if any(s != slice(None) for s in index) else None
     kept = tuple(m for k, m in enumerate(labels) if k not in seen)
-    return reduce(a, labels, kept)
+    view = a if select is None else a[select]
+    return _runner(_reduction_plan(view, labels, kept, None, None), select)
 
 
 def permute(a, axes, *, alpha=1, out=None):
@@ -173,12 +231,16 @@ def permute(a, axes, *, alpha=1, out=None):
     True
     """
     a = _array(a, "a")
-    axes = tuple(axes)
-    if sorted(normalize_axis(ax, a.ndim) for ax in axes) != list(range(a.ndim)):
-        raise DescriptorError(f"axes {axes} are not a permutation of range({a.ndim})")
-    out_modes = tuple(normalize_axis(ax, a.ndim) for ax in axes)
-    return _run("permutation", [(a, range(a.ndim), Unary.IDENTITY, "A")], out_modes, out=out,
-                options=(("order", "C"),), alpha=alpha)
+
+    def build():
+        axes_ = tuple(axes)
+        if sorted(normalize_axis(ax, a.ndim) for ax in axes_) != list(range(a.ndim)):
+            raise DescriptorError(f"axes {axes_} are not a permutation of range({a.ndim})")
+        out_modes = tuple(normalize_axis(ax, a.ndim) for ax in axes_)
+        return _runner(_plan("permutation", [(a, range(a.ndim), Unary.IDENTITY, "A")],
+                             out_modes, out=out, options=(("order", "C"),)))
+
+    return _call(a, out, ("permute", axes) if _ints(axes) else None, build, alpha=alpha)
 
 
 def elementwise_binary(a, modes_a, b, modes_b, modes_out, op="add", *, alpha=1, beta=1,

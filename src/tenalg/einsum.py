@@ -20,6 +20,7 @@ plans in a thread-safe LRU cache keyed by expression, layouts and options.
 """
 
 import collections
+import contextlib
 import string
 import threading
 
@@ -426,7 +427,7 @@ def einsum_plan(subscripts, *operands_or_descriptors, dtype=None, compute_dtype=
 
 
 class PlanCache:
-    """A thread-safe LRU cache of einsum plans."""
+    """A thread-safe LRU cache of plans (einsum's, and the front ends' calls)."""
 
     def __init__(self, maxsize=256):
         self.maxsize = maxsize
@@ -434,11 +435,11 @@ class PlanCache:
         self._lock = threading.Lock()
 
     def get(self, key, build):
-        with self._lock:
-            plan = self._plans.get(key)
-            if plan is not None:
+        plan = self._plans.get(key)  # a hit needs no lock: each dict call is atomic
+        if plan is not None:
+            with contextlib.suppress(KeyError):  # another thread evicted it meanwhile
                 self._plans.move_to_end(key)
-                return plan
+            return plan
         plan = build()
         with self._lock:
             self._plans[key] = plan

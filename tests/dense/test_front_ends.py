@@ -135,3 +135,30 @@ def test_layout_fuses_contiguous_modes():
 def test_to_host():
     a = np.arange(3.0)
     assert ta.to_host(a) is a
+
+
+def test_cached_front_end_calls_still_check_their_arguments():
+    """A call cached for good arguments never lets a bad one through on the same layout."""
+    a = np.arange(12.0).reshape(3, 4)
+    for _ in range(2):  # the second round runs from the cache
+        assert ta.sum(a, 1).tolist() == [6.0, 22.0, 38.0]
+        assert ta.permute(a, (1, 0), alpha=2).tolist() == (2 * a.T).tolist()
+        assert float(ta.trace(a)) == 15.0
+        with pytest.raises(ta.DescriptorError, match="integer"):
+            ta.sum(a, True)
+        with pytest.raises(ta.DescriptorError, match="not a permutation"):
+            ta.permute(a, (0, 0))
+        with pytest.raises(ta.DescriptorError, match="two axes"):
+            ta.partial_trace(a, [(0, 1, 1)])
+        with pytest.raises(ta.DescriptorError, match="pairs of axes"):
+            ta.partial_trace(a, [0])
+        assert ta.sum(a, 1, out=np.empty(3, np.float32)).dtype == np.float32
+        with pytest.raises(ta.ExtentError, match="extents 3 and 4"):
+            ta.sum(a, 1, out=np.empty(4))
+        with pytest.raises(ta.DescriptorError, match="numpy.ndarray"):
+            ta.sum(a, 1, out=[0.0] * 3)
+    # argument forms a cache does not key on (lists, NumPy integers) run checked, uncached
+    assert ta.sum(a, [np.int64(0)]).tolist() == [12.0, 15.0, 18.0, 21.0]
+    assert ta.permute(a, [1, 0]).tolist() == a.T.tolist()
+    assert float(ta.trace(a[:, ::-1])) == float(np.trace(a[:, ::-1]))
+    assert ta.partial_trace(np.ones((2, 3, 4)), ((0, 2),)).tolist() == [2.0, 2.0, 2.0]
