@@ -54,6 +54,7 @@ _NO_MARK = np.zeros(1, np.int64)
 
 _TILES = np.array([64, 64, 8], np.int64)  # permutation tiles: along p, along q, group side
 _MICRO = 8  # side of the blocks a plain-copy tile moves in (unrolled, vectorised)
+_ROW_RUN, _ROW_TILE = 256, 1 << 15  # row tiles: bytes of out in one run (8 rows at least), in all
 _ROW = 512     # elements per unit of the elementwise row kernel
 _CHUNK = 128   # row chunk summed pairwise by the reduction (NumPy's block size)
 _BLOCK = 16    # contributions accumulated naively before entering the cascade
@@ -64,6 +65,9 @@ _MIN_ELEMENTS = {"permutation": 1 << 15, "reduction": 1 << 19, "elementwise_bina
                  "elementwise_trinary": 1 << 18}
 # ... unless NumPy's inner loop would be shorter than this (reductions of at least so many)
 _SHORT_INNER, _MIN_SHORT_INNER = 16, 1 << 12
+# Permutations that keep the innermost axis (rows of n elements): NumPy's strided copy
+# runs whole rows, so the kernels need n * _ROW_ELEMENTS elements, at most _MIN_ROWS
+_ROW_ELEMENTS, _MIN_ROWS = 1 << 12, 1 << 18
 _SERIAL_WORK = 1 << 19  # below this many elements a thread-pool launch costs more than it saves
 
 
@@ -301,7 +305,7 @@ def _offsets(r, shape, strides, last, offs, result):
 
 
 # --------------------------------------------------------------------------------------
-# elementwise rows (also the permutation whose innermost axis is shared)
+# elementwise rows
 
 
 def _rows_kernel(shape, offs, strides, out, a, ta, b, tb, c, tc, codes, scal):
@@ -418,6 +422,97 @@ def _tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt, sca
 
 
 _PERMUTE = _twins(_tiles_kernel)
+
+
+# --------------------------------------------------------------------------------------
+# permutation whose innermost axis is shared: whole rows, in tiles over the next axes
+
+
+def _move_rows(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq):
+    """out[o + t*sor + i*sop + j*soq] = a[s + t*sar + i*sap + j*saq] for t < n, i < mp,
+    j < mq (rows t, written i fastest), elements moved as they are (out and a share a
+    storage type)."""
+
+
+@overload(_move_rows, jit_options=_JIT)
+def _move_rows_impl(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq):
+    if out.dtype != a.dtype:  # never called: the kernel converts such rows through buf
+        return lambda out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq: None
+
+    def impl(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq):
+        if sor == 1 and sar == 1:  # unit strides as literals: the row loop vectorises
+            for j in range(mq):
+                for i in range(mp):
+                    oi, si = o + i * sop + j * soq, s + i * sap + j * saq
+                    for t in range(n):
+                        out[_U(oi + t)] = a[_U(si + t)]
+            return
+        for j in range(mq):
+            for i in range(mp):
+                oi, si = o + i * sop + j * soq, s + i * sap + j * saq
+                for t in range(n):
+                    out[_U(oi + t * sor)] = a[_U(si + t * sar)]
+
+    return impl
+
+
+def _like(x, y):
+    """x converted to the type of y (a compute-type scalar)."""
+
+
+@overload(_like, jit_options=_JIT)
+def _like_impl(x, y):
+    cast = np.dtype(str(y)).type
+    return lambda x, y: cast(x)
+
+
+@njit(**_JIT)
+def _convert_rows(out, a, ta, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, code, scale,
+                  fmt, alpha):
+    """As :func:`_move_rows`, storing cast(alpha * unary(a)) (alpha's type computes)."""
+    fast = code == _IDENTITY and sor == 1 and sar == 1  # the vectorisable case
+    for j in range(mq):
+        for i in range(mp):
+            oi, si = o + i * sop + j * soq, s + i * sap + j * saq
+            if fast:
+                for t in range(n):
+                    v = _like(_load(a[_U(si + t)], ta), alpha)
+                    out[_U(oi + t)] = _storage_value(out, alpha * v if scale else v, fmt)
+            else:
+                for t in range(n):
+                    v = _unary(code, _like(_load(a[_U(si + t * sar)], ta), alpha))
+                    out[_U(oi + t * sor)] = _storage_value(out, alpha * v if scale else v, fmt)
+
+
+def _row_tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt, scal):
+    """out = scale(unary(a)) row by row along the shared axis r (last), in tiles over
+    out's next axis p (second last) and a's, q (third last); rows of a tile are written
+    in out's order.  A plain copy (code < 0) moves elements as they are."""
+    nd = shape.shape[0]
+    r, p, q = nd - 1, nd - 2, nd - 3
+    n, tile_p, tile_q = shape[r], tiles[0], tiles[1]
+    tp = (shape[p] + tile_p - 1) // tile_p
+    per_outer = (shape[q] + tile_q - 1) // tile_q * tp
+    outer = 1
+    for ax in range(nd - 3):
+        outer *= shape[ax]
+    sor, sop, soq, sar, sap, saq = (strides[0, r], strides[0, p], strides[0, q],
+                                    strides[1, r], strides[1, p], strides[1, q])
+    for u in prange(outer * per_outer):
+        kq, kp = divmod(u % per_outer, tp)
+        base = np.empty(2, np.int64)
+        _offsets(u // per_outer, shape, strides, nd - 3, offs, base)
+        p0, q0 = kp * tile_p, kq * tile_q
+        mp, mq = min(tile_p, shape[p] - p0), min(tile_q, shape[q] - q0)
+        o, s = base[0] + p0 * sop + q0 * soq, base[1] + p0 * sap + q0 * saq
+        if code < 0:
+            _move_rows(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq)
+            continue
+        _convert_rows(out, a, ta, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, code, scale,
+                      fmt, scal[0])
+
+
+_ROW_TILES = _twins(_row_tiles_kernel)
 
 
 # --------------------------------------------------------------------------------------
@@ -795,25 +890,40 @@ def _cached_scalars(values, compute):
     return np.array([float(np.real(v)) for v in values], compute)
 
 
+def _fastest(loops, k):
+    """The loop where operand k (0: the output) has its smallest non-zero stride."""
+    return min((loop for loop in loops if loop.strides[k] and loop.extent > 1),
+               key=lambda loop: abs(loop.strides[k]), default=None)
+
+
+def _min_elements(kind, loops):
+    """The problem size from which the kernels beat NumPy, for this kind and layout."""
+    if loops and kind == "reduction":
+        inner = _fastest(loops, 1)
+        if inner is not None and inner.extent < _SHORT_INNER:
+            return _MIN_SHORT_INNER
+    if loops and kind == "permutation":
+        row = _fastest(loops, 0)
+        if row is not None and row is _fastest(loops, 1):
+            return min(max(row.extent * _ROW_ELEMENTS, _MIN_ELEMENTS[kind]), _MIN_ROWS)
+    return _MIN_ELEMENTS.get(kind, math.inf)
+
+
 def supports(kind, dtypes, ndim, elements, loops=None):
     """Whether the Numba kernels should run this problem (large enough, known dtypes).
 
-    ``loops`` (the layout's, optional) lets a smaller reduction qualify: one whose
-    input's smallest-stride loop is short, where NumPy's inner loop would be too short
-    to amortise its per-loop cost (``iij->j`` on (2048, 2048, 8): 8 elements a loop).
+    ``loops`` (the layout's, optional) refines the size needed: a reduction whose input's
+    smallest-stride loop is short qualifies smaller, where NumPy's inner loop would be
+    too short to amortise its per-loop cost (``iij->j`` on (2048, 2048, 8): 8 elements a
+    loop); a permutation that keeps the innermost axis needs more, the longer its rows
+    (NumPy copies them whole).
 
     >>> supports("reduction", (np.dtype(np.float32),) * 2, 2, 1 << 20)
     True
     """
     if not all(np.dtype(d) in STORAGE_TYPES for d in dtypes):
         return False
-    if elements >= _MIN_ELEMENTS.get(kind, math.inf):
-        return True
-    if kind != "reduction" or not loops or elements < _MIN_SHORT_INNER:
-        return False
-    inner = min((loop for loop in loops if loop.strides[1]), key=lambda loop: abs(loop.strides[1]),
-                default=None)
-    return inner is not None and inner.extent < _SHORT_INNER
+    return elements >= _min_elements(kind, loops)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -866,8 +976,44 @@ def _tiles_prep(out_layout, a_layout):
     return np.array([shape[ax] for ax in order], np.int64), np.array([oo, ao], np.int64), strides
 
 
+@functools.lru_cache(maxsize=1024)
+def _row_tiles_prep(out_layout, a_layout):
+    """Row-tile kernel arguments: shape, offsets, strides (axes merged where both arrays
+    allow; out's order, then a's next axis q, out's next axis p, the row last), tiles."""
+    shape = out_layout[0]
+    (oo, _, os_), (ao, _, as_) = _geometry(*out_layout), _geometry(*a_layout)
+    dims = []  # (extent, out stride, a stride) in out's order, merged
+    for ax in sorted((ax for ax in range(len(shape)) if shape[ax] > 1),
+                     key=lambda ax: -abs(os_[ax])):
+        e, so, sa = shape[ax], os_[ax], as_[ax]
+        if dims and dims[-1][1:] == (so * e, sa * e):
+            e *= dims.pop()[0]
+        dims.append((e, so, sa))
+    dims = [(1, 0, 0)] * (3 - len(dims)) + dims
+    rest, p, row = dims[:-2], dims[-2], dims[-1]
+    q = min(range(len(rest)), key=lambda k: abs(rest[k][2]) or math.inf)
+    dims = rest[:q] + rest[q + 1:] + [rest[q], p, row]
+    width = row[0] * out_layout[2].itemsize  # bytes of one row of out
+    tile_p = min(p[0], max(8, _ROW_RUN // width))
+    tile_q = min(rest[q][0], max(1, _ROW_TILE // (tile_p * width)))
+    return (np.array([d[0] for d in dims], np.int64), np.array([oo, ao], np.int64),
+            np.array([[d[1] for d in dims], [d[2] for d in dims]], np.int64),
+            np.array([tile_p, tile_q], np.int64))
+
+
+@functools.lru_cache(maxsize=1024)
+def _permute_prep(out_layout, a_layout):
+    """(kernel twins, shape, offsets, strides, tiles) of a permutation: the tile kernel,
+    or the row-tile kernel when out's and a's fastest axes coincide."""
+    tiled = _tiles_prep(out_layout, a_layout)
+    if tiled is None:
+        return (_ROW_TILES, *_row_tiles_prep(out_layout, a_layout))
+    return (_PERMUTE, *tiled, _TILES)
+
+
 def permute(out, a, *, alpha, unary, compute):
-    """out[...] = cast(alpha * unary(a)); blocked over out's and a's fastest axes.
+    """out[...] = cast(alpha * unary(a)); blocked over out's and a's fastest axes, or
+    whole rows where those coincide.
 
     >>> out = np.empty((2, 2), np.float32)
     >>> permute(out, np.eye(2), alpha=1, unary="negate", compute=np.dtype(np.float64))
@@ -876,15 +1022,12 @@ def permute(out, a, *, alpha, unary, compute):
     """
     if out.size == 0:
         return
-    prep = _tiles_prep(_layout(out), _layout(a))
-    if prep is None:
-        _run_rows(out, (a,), (unary,), (), (alpha,), compute)
-        return
+    twins, *prep = _permute_prep(_layout(out), _layout(a))
     code = _unary_code(unary, compute)
     if code == _IDENTITY and alpha == 1 and out.dtype == a.dtype:
         code = -1  # a plain copy: elements move as they are (16-bit bits too)
-    _launch(_PERMUTE, _threads(out.size), *prep, _memory(out), _memory(a), _mark(a),
-            _TILES, code, alpha != 1, _fmt(out), _scalars((alpha,), compute))
+    _launch(twins, _threads(out.size), *prep[:3], _memory(out), _memory(a), _mark(a),
+            prep[3], code, alpha != 1, _fmt(out), _scalars((alpha,), compute))
 
 
 @functools.lru_cache(maxsize=1024)
