@@ -185,7 +185,9 @@ def trace(a, axis1=0, axis2=1):
     >>> float(trace(np.arange(9.0).reshape(3, 3)))
     12.0
     """
-    return partial_trace(a, [(axis1, axis2)])
+    a = _array(a, "a")
+    key = ("trace", axis1, axis2) if type(axis1) is int and type(axis2) is int else None
+    return _call(a, None, key, lambda: _partial_trace_runner(a, ((axis1, axis2),)))
 
 
 def partial_trace(a, pairs):

@@ -135,10 +135,13 @@ class Plan:
         # the iteration space, not the operands' extents: a trace of a 4096^2 matrix reads
         # 4096 elements
         work = max(math.prod(loop.extent for loop in self.loops), op.output.elements)
+        # short fastest loops let a small reduction take the Numba kernels (NumPy's
+        # add.reduce is weak there); not a diagonal sum, which np.einsum reads well
+        hint = None if direct.has_diagonal(op) else self.loops
         use_cpu = kernels == "cpu" or (
             kernels == "auto"
             and cpu is not None
-            and cpu.supports(op.kind, dtypes, len(self.loops), work, self.loops)
+            and cpu.supports(op.kind, dtypes, len(self.loops), work, hint)
         )
         self._module = cpu if use_cpu else reference
         self.backend = "cpu" if use_cpu else "reference"

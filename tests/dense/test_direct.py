@@ -85,11 +85,42 @@ def test_scalars_take_the_reference_path():
     ta.Operation.permutation(ta.Operand(np.ones((2, 3)), "ij", "negate"), out_modes="ji"),
     ta.Operation.permutation(ta.Operand(np.ones((2, 3), np.float32), "ij"), out="float64",
                              out_modes="ji"),
-    ta.Operation.reduction(ta.Operand(np.ones((3, 3)), "ii"), out_modes=""),
+    ta.Operation.reduction(ta.Operand(np.ones((3, 3)), "ii"), out_modes="", op="product"),
     ta.Operation.reduction(ta.Operand(np.ones((3, 3)), "ij"), out_modes="i", op="max"),
     ta.Operation.elementwise_binary(ta.Operand(np.ones(3), "j"), ta.Operand(np.ones((2, 3)), "ij"),
                                     out_modes="ij"),
     ta.Operation.reduction(ta.Operand(np.ones((2, 3), np.float16), "ij"), out_modes="i"),
-], ids=["unary", "conversion", "diagonal", "max", "missing-mode", "float16-computes-in-f32"])
+], ids=["unary", "conversion", "diagonal-product", "max", "missing-mode",
+         "float16-computes-in-f32"])
 def test_not_one_numpy_call(operation):
     assert ta.Plan(operation).backend == "reference"
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), dtype=st.sampled_from(DTYPES))
+def test_diagonal_sum(data, dtype):
+    """Repeated modes (a diagonal) in a plain sum run as one np.einsum call."""
+    ndim = data.draw(st.integers(2, 5))
+    labels = data.draw(st.lists(st.integers(0, 2), min_size=ndim, max_size=ndim))
+    labels[-1] = labels[0]  # at least one repeat
+    side = {m: data.draw(st.integers(0, 3)) for m in labels}
+    a = data.draw(strided(tuple(side[m] for m in labels), dtype, allow_broadcast=True))
+    distinct = list(dict.fromkeys(labels))
+    kept = data.draw(st.permutations(distinct))[: data.draw(st.integers(0, len(distinct)))]
+    auto, reference = _pair(ta.Operation.reduction(ta.Operand(a, labels), out_modes=kept))
+    assert "numpy.einsum" in auto.explain()
+    got, expected = auto.execute(a), reference.execute(a)
+    np.testing.assert_allclose(wide(got), wide(expected), rtol=tolerance(dtype),
+                               atol=tolerance(dtype))
+    out = np.full_like(got, 7)
+    assert auto.execute_into(out, a) is out
+    np.testing.assert_array_equal(out, got)
+
+
+def test_diagonal_sum_is_einsum_below_the_kernel_sizes():
+    b = np.random.default_rng(0).random((64, 64, 8))
+    plan = ta.Plan(ta.Operation.reduction(ta.Operand(b, "iij"), out_modes="j"))
+    assert "direct (numpy.einsum('aab->b')" in plan.explain()
+    np.testing.assert_allclose(plan.execute(b), np.einsum("iij->j", b))
+    assert ta.Plan(ta.Operation.reduction(ta.Operand(b, "iij"), out_modes="j", op="max"),
+                   ).backend != "direct"

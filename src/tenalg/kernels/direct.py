@@ -2,9 +2,11 @@
 
 For operations too small for the Numba kernels, the cost of a plan is Python, not
 arithmetic: building loop-order views and passing through the general reference
-kernel costs several microseconds.  When an operation is one NumPy ufunc call on
-transposed operands (no unary transform, no conversion, no diagonal, default scalars),
-:func:`runner` returns a function that makes exactly that call.
+kernel costs several microseconds.  When an operation is one NumPy call on the
+operands (no unary transform, no conversion, default scalars), :func:`runner` returns a
+function that makes exactly that call: a ufunc on transposed operands, or ``np.einsum``
+for a sum over a diagonal (repeated modes: NumPy's einsum reads a strided diagonal three
+times faster than ``np.add.reduce`` of the same view, ``iij->j`` on (2048, 2048, 8)).
 
 >>> import numpy as np, tenalg as ta
 >>> a = np.arange(6.0).reshape(2, 3)
@@ -48,7 +50,8 @@ def runner(operation, allocate=None):
 
 
 def _plain(op):
-    """No transform, conversion, diagonal, addend or NaN-aware operator."""
+    """No transform, conversion, addend or NaN-aware operator; a diagonal (repeated modes)
+    only in a sum."""
     if op.kind not in ("permutation", "reduction", "elementwise_binary", "elementwise_trinary"):
         return False
     if op.addend is not None:
@@ -57,10 +60,17 @@ def _plain(op):
         identity = x.unary is Unary.IDENTITY or (
             x.unary is Unary.CONJUGATE and not is_complex(x.dtype)
         )
-        if not identity or x.dtype != op.compute or len(set(x.modes)) != len(x.modes):
+        if not identity or x.dtype != op.compute:
             return False
+    if has_diagonal(op) and op.op is not Reduce.SUM:
+        return False
     operators = [o for o in (op.op, op.op_ab, op.op_abc) if o is not None]
     return op.output.dtype == op.compute and all(o in _UFUNCS for o in operators)
+
+
+def has_diagonal(op):
+    """Whether an input of ``op`` repeats a mode (reads a diagonal)."""
+    return any(len(set(x.modes)) != len(x.modes) for x in op.inputs)
 
 
 def _axes(x, modes):
@@ -102,6 +112,8 @@ def _copy_keeps_layout(a, axes, out, probe_limit=1 << 16):
 
 def _reduction(op, allocate):
     (a,) = op.inputs
+    if has_diagonal(op):
+        return _diagonal_sum(op, allocate)
     kept = [m for m in a.modes if m in op.out_modes]
     if len(kept) != len(op.out_modes) or any(
         a.descriptor.extents[a.modes.index(m)] != op.output.extents[op.out_modes.index(m)]
@@ -118,6 +130,21 @@ def _reduction(op, allocate):
         return out
 
     return _runner(call, f"numpy.{ufunc.__name__}.reduce over A's axes {reduced}")
+
+
+def _diagonal_sum(op, allocate):
+    letters = {m: chr(ord("a") + k) for k, m in enumerate(dict.fromkeys(op.inputs[0].modes))}
+    if any(m not in letters for m in op.out_modes):
+        return None  # a broadcast-only output mode
+    subscripts = "".join(letters[m] for m in op.inputs[0].modes) + "->" + "".join(
+        letters[m] for m in op.out_modes)
+
+    def call(arrays, out=None):
+        out = allocate() if out is None else out
+        np.einsum(subscripts, arrays[0], out=out)
+        return out
+
+    return _runner(call, f"numpy.einsum('{subscripts}')")
 
 
 def _elementwise(op, allocate):
