@@ -79,6 +79,31 @@ def test_pack_rounding_is_eps_adaptive_per_train(method, dtype):
                                    atol=10 * tol(dtype) * np.abs(want[v, k]).max())
 
 
+@pytest.mark.parametrize("eps, max_rank", [(1e-8, None), (1e-8, 3), (1e-3, None)])
+def test_batched_eigensolver_rounds_like_single_trains(monkeypatch, eps, max_rank):
+    """A group large enough for the batched Jacobi eigensolver rounds every train as the
+    single-train path (LAPACK's eigh) does: same ranks, results within roundoff."""
+    from tenalg.tt import smalleigh
+
+    calls = []
+    jacobi = smalleigh._jacobi
+    monkeypatch.setattr(smalleigh, "_jacobi", lambda *a: calls.append(1) or jacobi(*a))
+    count = smalleigh.MIN_STACK + 4
+    a = [rand(DIMS, 3, seed=s) for s in range(count)]
+    b = [a[s] if s % 3 == 0 else rand(DIMS, 3, seed=100 + s) for s in range(count)]
+    p = tt.add(tt.TrainPack(a), tt.TrainPack(b))
+    want = _dense(p)
+    p.round_(eps, max_rank=max_rank)
+    assert calls
+    for i, pos in enumerate(p.positions()):
+        single = tt.round(a[i] + b[i], eps, max_rank=max_rank)
+        assert p[pos].ranks == single.ranks
+        if max_rank is None:
+            assert rel(p[pos].to_dense(), want[pos]) <= eps
+        np.testing.assert_allclose(p[pos].to_dense(), single.to_dense(),
+                                   atol=1e-10 * np.abs(want[pos]).max())
+
+
 def test_pack_max_rank_and_mixed_groups():
     p = _grid(np.float64, "fiber", 0)
     want = _dense(p)

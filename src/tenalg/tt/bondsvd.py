@@ -19,10 +19,12 @@ decisions and the eps guarantee are unaffected.
 :func:`truncated_svd` decides each train's rank from its singular values (see
 :func:`keep_ranks`) and returns the kept factors. It first tries the eigendecomposition of
 the r x r Gram matrix M^H M (computed in double precision): a GEMM and a small ``eigh``
-cost a fraction of the SVD of the tall unfolding. Eigenvalues of the Gram matrix carry an
-absolute error of at most ``(rows + r) u tr(M^H M)`` (taken 4 times over as ``err``), so
-the Gram result is used only for the trains where that error provably cannot change the
-outcome:
+(:func:`tenalg.tt.smalleigh.eigh`, many matrices side by side) cost a fraction of the SVD
+of the tall unfolding. Eigenvalues of the Gram matrix carry an absolute error of at most
+``(rows + r) u tr(M^H M)`` from forming it (taken 4 times over) plus twice the
+eigensolver's backward error, at most ``ACCURACY r u tr(M^H M)`` (checked per matrix by
+smalleigh); together ``err``. The Gram result is used only for the trains where that error
+provably cannot change the outcome:
 
 - the rank decision is robust: with every eigenvalue moved by ``err`` the SVD would keep
   the same rank (both the eps test and the max_rank cap);
@@ -44,6 +46,7 @@ cases) takes LAPACK's SVD (:func:`reference_svd`), so the result is the SVD trun
 
 import numpy as np
 
+from . import smalleigh
 from ._dense import unit_roundoff
 
 ETA_POWER = 0.5  # the Gram result is accepted when accurate to u ** ETA_POWER (double)
@@ -152,11 +155,11 @@ def _gram(m, delta, max_rank):
     g, rows, r = m.shape
     wide = np.result_type(m.dtype, np.float64)
     x = m.astype(wide, copy=False)
-    lam, v = np.linalg.eigh(np.matmul(hermitian(x), x))
+    lam, v = smalleigh.eigh(np.matmul(hermitian(x), x))
     p = min(rows, r)
     lam, v = lam[:, ::-1][:, :p], v[:, :, ::-1][:, :, :p]
     trace = np.maximum(lam, 0).sum(axis=1)
-    err = SAFETY * (rows + r) * unit_roundoff(wide) * trace
+    err = (SAFETY * (rows + r) + 2 * smalleigh.ACCURACY * r) * unit_roundoff(wide) * trace
     s = np.sqrt(np.maximum(lam, 0))
     k, tail = keep_ranks(s, delta, max_rank)
     rows_g = np.arange(g)
