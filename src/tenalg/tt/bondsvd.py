@@ -46,7 +46,7 @@ cases) takes LAPACK's SVD (:func:`reference_svd`), so the result is the SVD trun
 
 import numpy as np
 
-from . import smalleigh
+from . import smallchol, smalleigh
 from ._dense import unit_roundoff
 
 ETA_POWER = 0.5  # the Gram result is accepted when accurate to u ** ETA_POWER (double)
@@ -113,10 +113,9 @@ def lq(m, gram=True):
         for shift in (rows * unit_roundoff(wide) * trace, 4 * err):
             shift = shift + np.finfo(np.float64).tiny
             try:
-                c = np.linalg.cholesky(gram + shift[:, None, None] * np.eye(rows))
+                c, inv = smallchol.cholesky_inverse(gram + shift[:, None, None] * np.eye(rows))
             except np.linalg.LinAlgError:
                 continue
-            inv = np.linalg.inv(c)
             ok = (err + shift) * (np.abs(inv) ** 2).sum(axis=(1, 2)) <= unit_roundoff(
                 wide) ** ETA_POWER
             ok &= np.isfinite(inv).all(axis=(1, 2))

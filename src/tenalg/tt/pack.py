@@ -162,13 +162,15 @@ class TrainPack:
             if closed:
                 require_closed(what, self[pos], other[pos])
             require_same_dims(what, self[pos], other[pos])
-        groups = self._groups(other)
-        return zip(self.device_pack(groups).groups, other.device_pack(groups).groups,
-                   strict=True)
+        # one group stacked at a time: its stacks are freed before the next group's, so
+        # their memory is reused instead of faulted in afresh
+        return ((positions, batched.stack([self[pos] for pos in positions]),
+                 batched.stack([other[pos] for pos in positions]))
+                for positions in self._groups(other))
 
     def _sums(self, other, what):
         """(positions, stacked cores of the sums) per group."""
-        for (positions, a), (_, b) in self._pair(other, what, closed=True):
+        for positions, a, b in self._pair(other, what, closed=True):
             dtype = common_dtype([a[0].dtype, b[0].dtype])
             yield positions, batched.block_sum([x.astype(dtype, copy=False) for x in a], b)
 
@@ -196,7 +198,7 @@ class TrainPack:
     def dot(self, other):
         """Trainwise <a, b> (a conjugated) as an (nvars, nblocks) array."""
         results = [(positions, batched.dot(a, b))
-                   for (positions, a), (_, b) in self._pair(other, "dot", closed=False)]
+                   for positions, a, b in self._pair(other, "dot", closed=False)]
         return self._gather(results)
 
     def norm(self):

@@ -1,0 +1,82 @@
+"""Cholesky factors and their inverses for many small real symmetric positive definite
+matrices at once, in Numba.
+
+``np.linalg.cholesky`` and ``np.linalg.inv`` on a stack call LAPACK once per matrix
+(``inv`` about 8 us for a 16 x 16 matrix, most of it per-call work).
+:func:`cholesky_inverse` factors up to BLOCK matrices side by side, the matrix index
+fastest, so each step of the column-by-column Cholesky factorisation and of the
+substitution for the inverse is one vectorised loop over the block. Both are the textbook
+algorithms (backward stable like LAPACK's). Like ``np.linalg.cholesky`` it raises
+``LinAlgError`` when a matrix is not positive definite. Complex matrices and stacks of
+fewer than MIN_STACK matrices go to LAPACK (:func:`reference_cholesky_inverse`).
+
+>>> import numpy as np
+>>> x = np.random.default_rng(0).standard_normal((16, 4, 6))
+>>> c, inv = cholesky_inverse(x @ x.transpose(0, 2, 1))
+>>> np.allclose(c @ c.transpose(0, 2, 1), x @ x.transpose(0, 2, 1)), np.allclose(inv @ c, np.eye(4))
+(True, True)
+"""
+
+import numba
+import numpy as np
+
+BLOCK = 128  # matrices factored side by side
+MIN_STACK = 16  # smaller stacks go to LAPACK
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _factor(a, c, inv):
+    """Lower Cholesky factors of the stack a (g, n, n) (lower triangle read) into c and
+    their inverses into inv; False when a pivot is not positive."""
+    g, n, _ = a.shape
+    for start in range(0, g, BLOCK):
+        b = min(BLOCK, g - start)
+        x = np.zeros((n, n, b))  # x[i, k] = L[i, k], then y[i, k] = L^-1[i, k]
+        y = np.zeros((n, n, b))
+        for i in range(n):
+            for k in range(i + 1):
+                for j in range(b):
+                    x[i, k, j] = a[start + j, i, k]
+        for k in range(n):
+            for m in range(k):
+                for i in range(k, n):
+                    for j in range(b):
+                        x[i, k, j] -= x[i, m, j] * x[k, m, j]
+            for j in range(b):
+                if x[k, k, j] <= 0:  # like LAPACK: NaN goes on, as NaN
+                    return False
+                x[k, k, j] = np.sqrt(x[k, k, j])
+                y[k, k, j] = 1 / x[k, k, j]
+            for i in range(k + 1, n):
+                for j in range(b):
+                    x[i, k, j] *= y[k, k, j]
+        for k in range(n):
+            for i in range(k + 1, n):
+                for m in range(k, i):
+                    for j in range(b):
+                        y[i, k, j] -= x[i, m, j] * y[m, k, j]
+                for j in range(b):
+                    y[i, k, j] *= y[i, i, j]
+        for j in range(b):
+            for i in range(n):
+                for k in range(n):
+                    c[start + j, i, k] = x[i, k, j]
+                    inv[start + j, i, k] = y[i, k, j]
+    return True
+
+
+def reference_cholesky_inverse(a):
+    """LAPACK's lower Cholesky factors of the stack ``a`` and their inverses."""
+    c = np.linalg.cholesky(a)
+    return c, np.linalg.inv(c)
+
+
+def cholesky_inverse(a):
+    """(C, C^-1) per matrix of the Hermitian positive definite stack ``a`` (g, n, n), C
+    lower triangular with a = C C^H, like ``np.linalg.cholesky`` (lower triangle read)."""
+    if a.dtype != np.float64 or a.shape[0] < MIN_STACK:
+        return reference_cholesky_inverse(a)
+    c, inv = np.empty_like(a), np.empty_like(a)
+    if not _factor(np.ascontiguousarray(a), c, inv):
+        raise np.linalg.LinAlgError("Matrix is not positive definite")
+    return c, inv
