@@ -226,8 +226,9 @@ def _partial_trace_runner(a, pairs):
     return _runner(_reduction_plan(view, labels, kept, None, None), select)
 
 
-def permute(a, axes, *, alpha=1, out=None):
-    """A new C-ordered array with ``a``'s axes in the order ``axes``, times ``alpha``.
+def permute(a, axes, *, alpha=None, out=None):
+    """A new C-ordered array with ``a``'s axes in the order ``axes``, times ``alpha``
+    (None: 1).
 
     >>> permute(np.arange(6.0).reshape(2, 3), (1, 0)).flags.c_contiguous
     True
