@@ -7,7 +7,7 @@ as the cache-line bytes its access pattern pulls in (an element whose smallest s
 a cache line or more costs a whole 64-byte line).
 
 >>> names = [w.name for w in workloads()]
->>> "trace-4096x4096-f64" in names and "permute-3102-64x64x64x64-f64" in names
+>>> "trace-4096x4096-f64" in names and "permute-3102-64x64x64x64-f64-into" in names
 True
 """
 
@@ -49,12 +49,14 @@ def reduction_bytes(view, axes):
     return read_bytes(view) + view.itemsize * int(np.prod(kept))
 
 
-def _dense(name, inputs, engines, *, limit, traffic, quick=False):
+def _dense(name, inputs, engines, *, limit, traffic, quick=False, into=None):
     """A dense workload on random arrays of the layouts ``inputs`` ([(shape, dtype)]).
 
     ``engines`` maps each engine to a function of the arrays (torch's gets tensors, and is
     left out where torch does not import); ``traffic(*arrays)`` gives ``bytes``, counted on
-    ``np.empty`` arrays of the same layouts (no memory is touched).
+    ``np.empty`` arrays of the same layouts (no memory is touched).  With ``into`` (the
+    output's (shape, dtype)) every engine's function gets its own preallocated output,
+    its pages already touched, before the arrays, and returns it.
     """
 
     def setup():
@@ -65,7 +67,11 @@ def _dense(name, inputs, engines, *, limit, traffic, quick=False):
         for engine, fn in engines.items():
             if engine == "torch" and torch is None:
                 continue
-            args = [torch.from_numpy(x) for x in arrays] if engine == "torch" else arrays
+            args = list(arrays)
+            if into is not None:
+                args.insert(0, np.full(into[0], 1, into[1]))  # pages touched: no faults timed
+            if engine == "torch":
+                args = [torch.from_numpy(x) for x in args]
             fns[engine] = partial(fn, *args)
         return fns
 
@@ -95,6 +101,55 @@ def _permute(axes):
         "numpy": lambda a: np.ascontiguousarray(a.transpose(axes)),
         "torch": lambda a: a.permute(axes).contiguous(),
     }
+
+
+def _permute_into(axes):
+    def numpy_into(out, a):
+        np.copyto(out, a.transpose(axes))
+        return out
+
+    return {
+        "tenalg": lambda out, a: ta.permute(a, axes, out=out),
+        "numpy": numpy_into,
+        "torch": lambda out, a: out.copy_(a.permute(axes)),
+    }
+
+
+def _permuted(shape, axes):
+    return tuple(shape[ax] for ax in axes)
+
+
+_P4, _A4 = (64,) * 4, (3, 1, 0, 2)  # the 4-d permutation: shape, axes
+_TRINARY = "trinary-2A+3B+0.5C-4096x4096-f32-B1x4096"
+_TRINARY_INPUTS = [((4096, 4096), np.float32), ((1, 4096), np.float32),
+                   ((4096, 4096), np.float32)]
+
+
+def _trinary(a, b, c):
+    return 2 * a + 3 * b + 0.5 * c  # NumPy's and torch's expression
+
+
+def _trinary_bytes(a, b, c):
+    return 2 * a.nbytes + b.nbytes + c.nbytes
+
+
+def _tenalg_trinary(a, b, c, out=None):
+    return ta.elementwise_trinary(a, "ij", b, "ij", c, "ij", "ij", alpha=2, beta=3, gamma=0.5,
+                                  out=out)
+
+
+def _trinary_into(out, a, b, c):
+    """2a + 3b + 0.5c into ``out`` the NumPy way: in place but for one temporary."""
+    np.multiply(a, 2, out=out)
+    out += 3 * b
+    out += 0.5 * c
+    return out
+
+
+def _torch_trinary_into(out, a, b, c):
+    torch.mul(a, 2, out=out)
+    out.add_(b, alpha=3)
+    return out.add_(c, alpha=0.5)
 
 
 def _sum(axis):
@@ -138,19 +193,28 @@ def workloads():
                limit="read", traffic=lambda a: reduction_bytes(a, (0, 2)), quick=True),
         _dense("sum-4096x4096-f16-axis1", [((4096, 4096), f16)], _sum(1), limit="read",
                traffic=lambda a: reduction_bytes(a, (1,)), quick=True),
-        _dense("permute-3102-64x64x64x64-f64", [((64, 64, 64, 64), f64)],
-               _permute((3, 1, 0, 2)), limit="copy", traffic=lambda a: 2 * a.nbytes,
+        _dense("permute-3102-64x64x64x64-f64", [(_P4, f64)], _permute(_A4), limit="copy",
+               traffic=lambda a: 2 * a.nbytes, quick=True),
+        _dense("permute-3102-64x64x64x64-f64-into", [(_P4, f64)], _permute_into(_A4),
+               limit="copy", traffic=lambda a: 2 * a.nbytes, quick=True,
+               into=(_permuted(_P4, _A4), f64)),
+        _dense("permute-0213-32x32x32x32-f64", [((32,) * 4, f64)],
+               _permute((0, 2, 1, 3)), limit="copy", traffic=lambda a: 2 * a.nbytes,
                quick=True),
+        _dense("permute-0213-32x32x32x32-f64-into", [((32,) * 4, f64)],
+               _permute_into((0, 2, 1, 3)), limit="copy", traffic=lambda a: 2 * a.nbytes,
+               quick=True, into=((32,) * 4, f64)),
         _dense("transpose-8192x8192-f32", [((8192, 8192), f32)], _permute((1, 0)),
                limit="copy", traffic=lambda a: 2 * a.nbytes),
-        _dense("trinary-2A+3B+0.5C-4096x4096-f32-B1x4096",
-               [((4096, 4096), f32), ((1, 4096), f32), ((4096, 4096), f32)],
-               {"tenalg": lambda a, b, c: ta.elementwise_trinary(
-                   a, "ij", b, "ij", c, "ij", "ij", alpha=2, beta=3, gamma=0.5),
-                "numpy": lambda a, b, c: 2 * a + 3 * b + 0.5 * c,
-                "torch": lambda a, b, c: 2 * a + 3 * b + 0.5 * c},
-               limit="copy", traffic=lambda a, b, c: 2 * a.nbytes + b.nbytes + c.nbytes,
-               quick=True),
+        _dense("transpose-8192x8192-f32-into", [((8192, 8192), f32)], _permute_into((1, 0)),
+               limit="copy", traffic=lambda a: 2 * a.nbytes, into=((8192, 8192), f32)),
+        _dense(_TRINARY, _TRINARY_INPUTS,
+               {"tenalg": _tenalg_trinary, "numpy": _trinary, "torch": _trinary},
+               limit="copy", traffic=_trinary_bytes, quick=True),
+        _dense(_TRINARY + "-into", _TRINARY_INPUTS,
+               {"tenalg": lambda out, a, b, c: _tenalg_trinary(a, b, c, out=out),
+                "numpy": _trinary_into, "torch": _torch_trinary_into},
+               limit="copy", traffic=_trinary_bytes, quick=True, into=((4096, 4096), f32)),
         _small("small-sum-8x8-f64-axis1", partial(ta.sum, axis=1),
                lambda a: ta.Operation.reduction(a, out=f64, out_modes="i"),
                partial(np.sum, axis=1), lambda a: a.sum(dim=1)),

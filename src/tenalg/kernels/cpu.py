@@ -347,6 +347,50 @@ _ROWS = _twins(_rows_kernel)
 # permutation: tiles over the output's fastest axis (last) and the input's (second last)
 
 
+def _shuffle_masks(k, h):
+    """Masks of one transposition stage: rows r and r + h of a k x k block swap their
+    off-diagonal h x h blocks (after the stages for 2h, 4h, ..., k/2)."""
+    lo, hi = [], []
+    for b in range(0, k, 2 * h):
+        lo += [b + t for t in range(h)] + [k + b + t for t in range(h)]
+        hi += [b + h + t for t in range(h)] + [k + b + h + t for t in range(h)]
+    return lo, hi
+
+
+@intrinsic
+def _transpose_block(typingctx, out, o, so, a, s, sa):
+    """out[o + j*so + i] = a[s + i*sa + j] for i, j < k, k = 256 bits / element: k rows
+    loaded as vectors, transposed in log2(k) stages of shuffles, stored as vectors."""
+    bits = out.dtype.bitwidth
+    k = 256 // bits
+
+    def codegen(context, builder, sig, args):
+        (_, o, so, _, s, sa), i64 = args, ir.IntType(64)
+        item, vec = ir.IntType(bits), ir.VectorType(ir.IntType(bits), k)
+
+        def row(x, start, stride, r):
+            base = builder.bitcast(context.make_array(sig.args[x])(context, builder,
+                                                                    args[x]).data,
+                                   item.as_pointer())
+            at = builder.add(start, builder.mul(stride, ir.Constant(i64, r)))
+            return builder.bitcast(builder.gep(base, [at]), vec.as_pointer())
+
+        rows = [builder.load(row(3, s, sa, i), align=bits // 8) for i in range(k)]
+        h = k // 2
+        while h:
+            masks = [ir.Constant(ir.VectorType(ir.IntType(32), k), m)
+                     for m in _shuffle_masks(k, h)]
+            for i in (i for i in range(k) if not i & h):
+                rows[i], rows[i + h] = (builder.shuffle_vector(rows[i], rows[i + h], m)
+                                        for m in masks)
+            h //= 2
+        for j in range(k):
+            builder.store(rows[j], row(0, o, so, j), align=bits // 8)
+        return context.get_dummy_value()
+
+    return types.void(out, types.int64, types.int64, a, types.int64, types.int64), codegen
+
+
 def _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq):
     """out[dst + i*sop + j*soq] = a[src + i*sap + j*saq] for i < mp, j < mq, elements
     moved as they are (out and a share a storage type)."""
@@ -356,6 +400,8 @@ def _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq):
 def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq):
     if out.dtype != a.dtype:  # never called: the kernel converts such tiles through buf
         return lambda out, a, dst, src, sop, soq, sap, saq, mp, mq: None
+    shuffle = out.dtype.bitwidth in (16, 32, 64)  # 2-, 4-, 8-byte elements
+    side = 256 // out.dtype.bitwidth if shuffle else _MICRO
 
     def impl(out, a, dst, src, sop, soq, sap, saq, mp, mq):
         if sop != 1 or saq != 1:
@@ -363,14 +409,17 @@ def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq):
                 for i in range(mp):
                     out[_U(dst + i * sop + j * soq)] = a[_U(src + i * sap + j * saq)]
             return
-        ep, eq = mp - mp % _MICRO, mq - mq % _MICRO
-        for j0 in range(0, eq, _MICRO):  # unit strides as literals: the 8 x 8 blocks vectorise
-            for i0 in range(0, ep, _MICRO):
+        ep, eq = mp - mp % side, mq - mq % side
+        for j0 in range(0, eq, side):  # unit strides as literals: the blocks vectorise
+            for i0 in range(0, ep, side):
                 o, s = dst + i0 + j0 * soq, src + i0 * sap + j0
-                for j in range(_MICRO):
-                    for i in range(_MICRO):
+                if shuffle:
+                    _transpose_block(out, o, soq, a, s, sap)
+                    continue
+                for j in range(side):
+                    for i in range(side):
                         out[_U(o + i + j * soq)] = a[_U(s + i * sap + j)]
-            for j in range(j0, j0 + _MICRO):
+            for j in range(j0, j0 + side):
                 for i in range(ep, mp):
                     out[_U(dst + i + j * soq)] = a[_U(src + i * sap + j)]
         for j in range(eq, mq):
