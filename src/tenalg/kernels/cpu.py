@@ -536,7 +536,10 @@ def _convert_rows(out, a, ta, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, cod
 def _row_tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt, scal):
     """out = scale(unary(a)) row by row along the shared axis r (last), in tiles over
     out's next axis p (second last) and a's, q (third last); rows of a tile are written
-    in out's order.  A plain copy (code < 0) moves elements as they are."""
+    in out's order.  A plain copy (code < 0) of 16-bit storage moves the bits as they
+    are; other plain copies take the identity loop of :func:`_convert_rows`, which stays
+    a vector loop (LLVM turns a bare copy loop into a memcpy call per row: slow for
+    short rows)."""
     nd = shape.shape[0]
     r, p, q = nd - 1, nd - 2, nd - 3
     n, tile_p, tile_q = shape[r], tiles[0], tiles[1]
@@ -554,11 +557,11 @@ def _row_tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt,
         p0, q0 = kp * tile_p, kq * tile_q
         mp, mq = min(tile_p, shape[p] - p0), min(tile_q, shape[q] - q0)
         o, s = base[0] + p0 * sop + q0 * soq, base[1] + p0 * sap + q0 * saq
-        if code < 0:
+        if code < 0 and fmt:
             _move_rows(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq)
             continue
-        _convert_rows(out, a, ta, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, code, scale,
-                      fmt, scal[0])
+        _convert_rows(out, a, ta, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq,
+                      max(code, _IDENTITY), scale, fmt, scal[0])
 
 
 _ROW_TILES = _twins(_row_tiles_kernel)
