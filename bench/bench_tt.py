@@ -12,7 +12,9 @@ legitimately differ at the truncation level.
 True
 
 ``python -m tenalg.bench.bench_tt`` prints the accuracy table of the rounding methods and
-teneva (:func:`accuracy`): time, relative error and ranks on the same inputs.
+teneva (:func:`accuracy`): time, relative error and ranks on the same inputs;
+``python -m tenalg.bench.bench_tt alternating`` times the 4096-train pack and its loop
+alternately (:func:`alternating`).
 """
 
 import time
@@ -211,7 +213,31 @@ def accuracy(d=20, n=32, r=30):
     return rows
 
 
+def alternating(count=4096, rounds=3):
+    """(pack seconds, loop seconds) of the pack workload, timed alternately ``rounds``
+    times in this process after one warm-up call of each."""
+    fns = _pack(count, 6, 16, 8).setup()
+    fns["tenalg"](), fns["loop"]()
+    out = []
+    for _ in range(rounds):
+        times = []
+        for name in ("tenalg", "loop"):
+            start = time.perf_counter()
+            fns[name]()
+            times.append(time.perf_counter() - start)
+        out.append(tuple(times))
+    return out
+
+
 if __name__ == "__main__":
-    print(f"{'case':12} {'engine':11} {'time':>9} {'rel. error':>10} {'max rank':>8}")
-    for case, engine, seconds, error, rank in accuracy():
-        print(f"{case:12} {engine:11} {seconds * 1e3:7.1f}ms {error:10.2e} {rank:8d}")
+    import sys
+
+    if sys.argv[1:] == ["alternating"]:
+        rows = alternating()
+        for pack_s, loop_s in rows:
+            print(f"pack {pack_s:.2f} s  loop {loop_s:.2f} s  {loop_s / pack_s:.2f}x")
+        print(f"median {np.median([loop_s / pack_s for pack_s, loop_s in rows]):.2f}x")
+    else:
+        print(f"{'case':12} {'engine':11} {'time':>9} {'rel. error':>10} {'max rank':>8}")
+        for case, engine, seconds, error, rank in accuracy():
+            print(f"{case:12} {engine:11} {seconds * 1e3:7.1f}ms {error:10.2e} {rank:8d}")
