@@ -135,9 +135,11 @@ class Plan:
         # the iteration space, not the operands' extents: a trace of a 4096^2 matrix reads
         # 4096 elements
         work = max(math.prod(loop.extent for loop in self.loops), op.output.elements)
+        # below the Numba kernels' sizes, Python overhead is the cost: one NumPy call
+        runner = direct.runner(op, self._allocate) if kernels == "auto" else None
         # short fastest loops let a small reduction take the Numba kernels (NumPy's
-        # add.reduce is weak there); not a diagonal sum, which np.einsum reads well
-        hint = None if direct.has_diagonal(op) else self.loops
+        # add.reduce is weak there); not a diagonal sum that np.einsum runs, reading it well
+        hint = None if runner is not None and direct.has_diagonal(op) else self.loops
         use_cpu = kernels == "cpu" or (
             kernels == "auto"
             and cpu is not None
@@ -145,8 +147,7 @@ class Plan:
         )
         self._module = cpu if use_cpu else reference
         self.backend = "cpu" if use_cpu else "reference"
-        # below the Numba kernels' sizes, Python overhead is the cost: one NumPy call
-        self._direct = None if use_cpu or kernels != "auto" else direct.runner(op, self._allocate)
+        self._direct = None if use_cpu else runner
         if self._direct is not None:
             self.backend = "direct"
 
