@@ -164,7 +164,7 @@ class _Side:
         from .plan import Plan
 
         self.copy = self.reason(rows, cols)
-        self.alpha, self.plan = alpha, None
+        self.alpha, self.plan, self.streams = alpha, None, None
         groups = tuple((m,) for m in self.batch) + (rows, cols)
         self.shape = tuple(math.prod(self.extents[m] for m in g) for g in groups)
         if self.copy is None:
@@ -175,8 +175,15 @@ class _Side:
         source = Operand(TensorDescriptor([self.extents[m] for m in folded],
                                           [self.strides[m] for m in folded],
                                           self.operand.dtype), folded, unary)
-        target = dict(out=self.compute, out_modes=self.batch + rows + cols, order="C",
-                      compute=self.compute)
+        order = self.batch + rows + cols
+        target = dict(out=self.compute, out_modes=order, order="C", compute=self.compute)
+        if not self.summed and unary in _LINEAR and order and order[-1] == min(
+                folded, key=lambda m: abs(self.strides[m])):
+            # the innermost axis stays innermost: NumPy's strided copy streams it well
+            self.streams = tuple(folded.index(m) for m in order)
+            self.target_shape, self.conjugate_copy = tuple(self.extents[m] for m in order), (
+                unary is Unary.CONJUGATE and is_complex(self.compute))
+            return
         if self.summed:
             self.plan = Plan(Operation.reduction(source, **target))
         else:
@@ -187,7 +194,17 @@ class _Side:
         if self.copy is None:
             return self.view(array)
         scale = alpha if self.alpha else 1
-        return self.plan.execute(self.view(array), alpha=scale).reshape(self.shape)
+        if self.streams is None:
+            return self.plan.execute(self.view(array), alpha=scale).reshape(self.shape)
+        x = self.view(array).transpose(self.streams)
+        result = np.empty(self.target_shape, self.compute)
+        if self.conjugate_copy:
+            np.conjugate(x, out=result)
+        else:
+            np.copyto(result, x, casting="unsafe")
+        if scale != 1:
+            result *= scale
+        return result.reshape(self.shape)
 
 
 class ContractionKernel:
@@ -415,7 +432,7 @@ class Pairwise:
 
 
 def _method(side):
-    return f"tenalg {side.plan.operation.kind} plan, {side.plan.backend} kernel"
+    return "NumPy strided copy" if side.streams is not None else "tenalg plan"
 
 
 def _names(modes):
