@@ -293,6 +293,9 @@ class EinsumPlan:
         from .plan import allocator
 
         self._allocate = allocator(self._default[0])
+        # one operand: its plan allocates and runs a new output itself, with no out checks
+        runner = self._default[1]
+        self._execute_new = runner.plan.execute if isinstance(runner, _Single) else None
 
     def _view_layout(self, d):
         strides = {}
@@ -332,6 +335,8 @@ class EinsumPlan:
         """Execute on arrays already known to match the plan."""
         if self.view is not None and out is None:
             return strided_view(arrays[0], *self.view)
+        if out is None and self._execute_new is not None:
+            return self._execute_new(*arrays)
         if out is None:
             runner = self._default[1]
             result = self._allocate()
