@@ -335,9 +335,9 @@ class EinsumPlan:
         """Execute on arrays already known to match the plan."""
         if self.view is not None and out is None:
             return strided_view(arrays[0], *self.view)
-        if out is None and self._execute_new is not None:
-            return self._execute_new(*arrays)
         if out is None:
+            if self._execute_new is not None:
+                return self._execute_new(*arrays)
             runner = self._default[1]
             result = self._allocate()
         else:
