@@ -55,6 +55,7 @@ _NO_MARK = np.zeros(1, np.int64)
 _TILES = np.array([64, 64, 8], np.int64)  # permutation tiles: along p, along q, group side
 _MICRO = 8  # side of the blocks a plain-copy tile moves in (unrolled, vectorised)
 _ROW_RUN, _ROW_TILE = 256, 1 << 15  # row tiles: bytes of out in one run (8 rows at least), in all
+_ROW_PIECE = 1 << 13  # longer rows are split into pieces of this many elements (threads share them)
 _ROW = 512     # elements per unit of the elementwise row kernel
 _CHUNK = 128   # row chunk summed pairwise by the reduction (NumPy's block size)
 _BLOCK = 16    # contributions accumulated naively before entering the cascade
@@ -95,31 +96,86 @@ def _widen_bfloat(typingctx, bits):
 
 
 def _load(x, mark):
-    """Storage value -> float (16-bit bits are widened as ``mark[0]`` says: 1 float16)."""
+    """Storage value -> float (16-bit bits are widened as ``mark`` says: 1 float16, else
+    bfloat16; ``mark`` is the format code or an array holding it)."""
 
 
 @overload(_load, jit_options=_JIT)
 def _load_impl(x, mark):
+    if not isinstance(x, types.Integer):
+        return lambda x, mark: x
+    if isinstance(mark, types.Array):
+        return lambda x, mark: _load(x, mark[0])
+
+    def impl(x, mark):  # both widenings, then a select: loops over it stay vector loops
+        half, bfloat = _widen_half(x), _widen_bfloat(x)
+        return half if mark == 1 else bfloat
+
+    return impl
+
+
+@intrinsic
+def _narrow_half(typingctx, x):
+    """float32 -> float16 bits, rounding to nearest even (LLVM's fptrunc: F16C)."""
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+
+    return types.uint16(types.float32), codegen
+
+
+@intrinsic
+def _float_bits(typingctx, x):
+    """The bits of a float32 as a uint32, or the float32 of uint32 bits."""
     if isinstance(x, types.Integer):
-        return lambda x, mark: _widen_half(x) if mark[0] == 1 else _widen_bfloat(x)
-    return lambda x, mark: x
+        sig = types.float32(types.uint32)
+    else:
+        sig = types.uint32(types.float32)
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(sig.return_type))
+
+    return sig, codegen
 
 
-@njit(**_JIT)
+@njit(**_JIT, inline="always")
+def _narrow_bfloat(f):
+    """float32 -> bfloat16 bits, rounding to nearest even; NaN stays a quiet NaN."""
+    b = _float_bits(f)
+    rounded = (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    quiet = (b >> np.uint32(16)) | np.uint32(0x40)
+    return np.uint16(quiet if f != f else rounded)
+
+
+@njit(**_JIT, inline="always")
+def _round_odd(x):
+    """float64 -> float32 rounded to odd (truncate, then set the last bit if inexact):
+    rounding that result again to a 16-bit format rounds x correctly (no double rounding)."""
+    f = np.float32(x)
+    wide = np.float64(f)
+    inexact = wide != x and x == x
+    b = _float_bits(f)
+    b = b - np.uint32(1) if inexact and abs(wide) > abs(x) else b
+    return _float_bits(b | np.uint32(1) if inexact else b)
+
+
+@njit(**_JIT, inline="always")
+def _encode32(x, fmt):
+    """float32 -> float16 (fmt 1) or bfloat16 (fmt 2) bits, rounding to nearest even.
+    Branch-free (both formats, then a select), so loops over it vectorise."""
+    half, bfloat = _narrow_half(x), _narrow_bfloat(x)
+    return half if fmt == 1 else bfloat
+
+
 def _encode16(x, fmt):
-    """float64 -> float16 (fmt 1) or bfloat16 (fmt 2) bits, rounding to nearest even."""
-    man, bias = (10, 15) if fmt == 1 else (7, 127)
-    sign = 0x8000 if math.copysign(1.0, x) < 0 else 0
-    if x != x:
-        return np.uint16(sign | (0x7E00 if fmt == 1 else 0x7FC0))
-    a = abs(x)
-    if a >= (2.0 - 2.0 ** (-man - 1)) * 2.0**bias:
-        return np.uint16(sign | ((2 * bias + 1) << man))
-    if a < 2.0 ** (1 - bias):  # subnormal; rounding up to 2**man gives the smallest normal
-        return np.uint16(sign | int(np.rint(a * 2.0 ** (bias - 1 + man))))
-    m, e = math.frexp(a)
-    q = int(np.rint(m * 2.0 ** (man + 1)))
-    return np.uint16(sign | (((e - 1 + bias) << man) + q - (1 << man)))
+    """float -> float16 (fmt 1) or bfloat16 (fmt 2) bits, rounding to nearest even
+    (float64 through :func:`_round_odd`: one correct rounding)."""
+
+
+@overload(_encode16, jit_options=_JIT)
+def _encode16_impl(x, fmt):
+    if x == types.float32:
+        return lambda x, fmt: _encode32(x, fmt)
+    return lambda x, fmt: _encode32(_round_odd(np.float64(x)), fmt)
 
 
 def _storage_value(out, v, fmt):
@@ -131,8 +187,8 @@ def _storage_value_impl(out, v, fmt):
     real = v.underlying_float if isinstance(v, types.Complex) else v
     if isinstance(out.dtype, types.Integer):
         if real is v:
-            return lambda out, v, fmt: _encode16(np.float64(v), fmt)
-        return lambda out, v, fmt: _encode16(np.float64(v.real), fmt)
+            return lambda out, v, fmt: _encode16(v, fmt)
+        return lambda out, v, fmt: _encode16(v.real, fmt)
     if real is not v and not isinstance(out.dtype, types.Complex):
         return lambda out, v, fmt: v.real
     return lambda out, v, fmt: v
@@ -519,18 +575,22 @@ def _like_impl(x, y):
 def _convert_rows(out, a, ta, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, code, scale,
                   fmt, alpha):
     """As :func:`_move_rows`, storing cast(alpha * unary(a)) (alpha's type computes)."""
-    fast = code == _IDENTITY and sor == 1 and sar == 1  # the vectorisable case
+    mark = ta[0]
+    if code == _IDENTITY and sor == 1 and sar == 1:  # branch-free body: a vector loop
+        for j in range(mq):
+            for i in range(mp):
+                oi, si = o + i * sop + j * soq, s + i * sap + j * saq
+                for t in range(n):
+                    v = _like(_load(a[_U(si + t)], mark), alpha)
+                    w = alpha * v
+                    out[_U(oi + t)] = _storage_value(out, w if scale else v, fmt)
+        return
     for j in range(mq):
         for i in range(mp):
             oi, si = o + i * sop + j * soq, s + i * sap + j * saq
-            if fast:
-                for t in range(n):
-                    v = _like(_load(a[_U(si + t)], ta), alpha)
-                    out[_U(oi + t)] = _storage_value(out, alpha * v if scale else v, fmt)
-            else:
-                for t in range(n):
-                    v = _unary(code, _like(_load(a[_U(si + t * sar)], ta), alpha))
-                    out[_U(oi + t * sor)] = _storage_value(out, alpha * v if scale else v, fmt)
+            for t in range(n):
+                v = _unary(code, _like(_load(a[_U(si + t * sar)], mark), alpha))
+                out[_U(oi + t * sor)] = _storage_value(out, alpha * v if scale else v, fmt)
 
 
 def _row_tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt, scal):
@@ -542,21 +602,25 @@ def _row_tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt,
     short rows)."""
     nd = shape.shape[0]
     r, p, q = nd - 1, nd - 2, nd - 3
-    n, tile_p, tile_q = shape[r], tiles[0], tiles[1]
+    tile_p, tile_q, tile_r = tiles[0], tiles[1], tiles[2]
     tp = (shape[p] + tile_p - 1) // tile_p
-    per_outer = (shape[q] + tile_q - 1) // tile_q * tp
+    tr = (shape[r] + tile_r - 1) // tile_r
+    per_outer = (shape[q] + tile_q - 1) // tile_q * tp * tr
     outer = 1
     for ax in range(nd - 3):
         outer *= shape[ax]
     sor, sop, soq, sar, sap, saq = (strides[0, r], strides[0, p], strides[0, q],
                                     strides[1, r], strides[1, p], strides[1, q])
     for u in prange(outer * per_outer):
-        kq, kp = divmod(u % per_outer, tp)
+        kqp, kr = divmod(u % per_outer, tr)
+        kq, kp = divmod(kqp, tp)
         base = np.empty(2, np.int64)
         _offsets(u // per_outer, shape, strides, nd - 3, offs, base)
-        p0, q0 = kp * tile_p, kq * tile_q
-        mp, mq = min(tile_p, shape[p] - p0), min(tile_q, shape[q] - q0)
-        o, s = base[0] + p0 * sop + q0 * soq, base[1] + p0 * sap + q0 * saq
+        p0, q0, r0 = kp * tile_p, kq * tile_q, kr * tile_r
+        mp, mq, n = min(tile_p, shape[p] - p0), min(tile_q, shape[q] - q0), min(
+            tile_r, shape[r] - r0)
+        o = base[0] + p0 * sop + q0 * soq + r0 * sor
+        s = base[1] + p0 * sap + q0 * saq + r0 * sar
         if code < 0 and fmt:
             _move_rows(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq)
             continue
@@ -1045,12 +1109,13 @@ def _row_tiles_prep(out_layout, a_layout):
     rest, p, row = dims[:-2], dims[-2], dims[-1]
     q = min(range(len(rest)), key=lambda k: abs(rest[k][2]) or math.inf)
     dims = rest[:q] + rest[q + 1:] + [rest[q], p, row]
-    width = row[0] * out_layout[2].itemsize  # bytes of one row of out
+    tile_r = min(row[0], _ROW_PIECE)
+    width = tile_r * out_layout[2].itemsize  # bytes of one row piece of out
     tile_p = min(p[0], max(8, _ROW_RUN // width))
     tile_q = min(rest[q][0], max(1, _ROW_TILE // (tile_p * width)))
     return (np.array([d[0] for d in dims], np.int64), np.array([oo, ao], np.int64),
             np.array([[d[1] for d in dims], [d[2] for d in dims]], np.int64),
-            np.array([tile_p, tile_q], np.int64))
+            np.array([tile_p, tile_q, tile_r], np.int64))
 
 
 @functools.lru_cache(maxsize=1024)
