@@ -155,6 +155,24 @@ def test_half_precision_runs_through_float32(dtype):
     _close(got, wide(a) @ wide(b), dtype, np.abs(wide(a)) @ np.abs(wide(b)))
 
 
+@pytest.mark.parametrize("dtype", [np.float16, ta.bfloat16])
+def test_half_precision_conversions_by_the_kernels(dtype):
+    """Operands and output large enough for the Numba conversions (a permuted operand, a
+    scaled product written into a Fortran-ordered output): the product of the widened
+    operands, rounded once."""
+    rng = np.random.default_rng(3)
+    a, b = values(rng, (96, 64), dtype), values(rng, (80, 64), dtype).T
+    plan = ta.Plan(ta.Operation.contraction(ta.Operand(a, "ik"), ta.Operand(b, "kj"),
+                                            out=ta.TensorDescriptor.from_array(np.empty(
+                                                (96, 80), dtype, order="F")),
+                                            out_modes="ij"))
+    assert "tenalg plan" in plan.explain()
+    got = plan.execute(a, b, alpha=0.5)
+    want = 0.5 * (wide(a) @ wide(b))
+    _close(got, want, dtype, np.abs(wide(a)) @ np.abs(wide(b)))
+    assert got.flags.f_contiguous and got.dtype == np.dtype(dtype)
+
+
 @pytest.mark.parametrize("dtype", COMPLEX)
 def test_conjugate_folds_into_the_gemm(dtype):
     rng = np.random.default_rng(2)

@@ -177,9 +177,10 @@ class _Side:
                                           self.operand.dtype), folded, unary)
         order = self.batch + rows + cols
         target = dict(out=self.compute, out_modes=order, order="C", compute=self.compute)
-        if not self.summed and unary in _LINEAR and order and order[-1] == min(
-                folded, key=lambda m: abs(self.strides[m])):
-            # the innermost axis stays innermost: NumPy's strided copy streams it well
+        if (not self.summed and unary in _LINEAR and self.operand.dtype == self.compute
+                and order and order[-1] == min(folded, key=lambda m: abs(self.strides[m]))):
+            # the innermost axis stays innermost: NumPy's strided copy streams it well (its
+            # conversions are slow, 16-bit ones 5-20x: those stay with the tenalg plan)
             self.streams = tuple(folded.index(m) for m in order)
             self.target_shape, self.conjugate_copy = tuple(self.extents[m] for m in order), (
                 unary is Unary.CONJUGATE and is_complex(self.compute))
@@ -318,10 +319,11 @@ class Pairwise:
             groups = tuple((m,) for m in self.groups["batch"]) + (rows, cols)
             self.out_view = _viewer(Operand(self.op.output, self.op.out_modes), groups)
         # NumPy casts a buffer into the output fast when the innermost axis stays innermost
+        # (but 16-bit conversions 5-20x slower than the tenalg plan)
         modes = self.buffer_modes
         self.cast_view = None
-        if not self.groups["broadcast"] and (not modes or modes[-1] == min(
-                modes, key=lambda m: abs(sd[m]))):
+        if not self.groups["broadcast"] and self.op.output.dtype.itemsize > 2 and (
+                not modes or modes[-1] == min(modes, key=lambda m: abs(sd[m]))):
             self.cast_view = _viewer(Operand(self.op.output, self.op.out_modes),
                                      tuple((m,) for m in modes))
         # the arrays themselves are the GEMM's matrices: one np.matmul call and nothing else
@@ -387,23 +389,25 @@ class Pairwise:
 
         A reduction plan over no modes: it takes the addend C, even C = out in place.
         """
-        if self.cast_view is not None and (c is None or beta == 0):
+        plain = c is None or beta == 0
+        if self.cast_view is not None and plain:
             if alpha != 1:
                 np.multiply(t, alpha, out=t)
             np.copyto(self.cast_view(out), t, casting="unsafe")
             return
-        plan = self._epilogues.get(t.dtype)
+        plan = self._epilogues.get((t.dtype, plain))
         if plan is None:
             op = self.op
             source = Operand(TensorDescriptor.contiguous(self.buffer_shape, t.dtype),
                              self.buffer_modes)
-            operation = Operation.reduction(source, op.addend, out=op.output,
-                                            out_modes=op.out_modes, compute=op.compute)
+            target = dict(out=op.output, out_modes=op.out_modes, compute=op.compute)
+            operation = (Operation.permutation(source, **target) if plain
+                         else Operation.reduction(source, op.addend, **target))
             from .plan import Plan
 
-            plan = self._epilogues[t.dtype] = Plan(operation)
+            plan = self._epilogues[t.dtype, plain] = Plan(operation)
         t = t if t.flags.c_contiguous else np.array(t, order="C")
-        if c is None:
+        if plain:
             plan.execute_into(out, t, alpha=alpha)
         else:
             plan.execute_into(out, t, c, alpha=alpha, beta=beta)

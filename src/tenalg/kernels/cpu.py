@@ -1039,6 +1039,8 @@ def supports(kind, dtypes, ndim, elements, loops=None):
     """
     if not all(np.dtype(d) in STORAGE_TYPES for d in dtypes):
         return False
+    if kind == "permutation" and len(set(dtypes)) > 1 and any(d in _FORMATS for d in dtypes):
+        return elements >= _MIN_SHORT_INNER  # NumPy converts 16-bit storage 5-20x slower
     return elements >= _min_elements(kind, loops)
 
 
