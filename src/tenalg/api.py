@@ -14,7 +14,7 @@ import numpy as np
 from .contraction import gemm_layout
 from .descriptors import Operand, TensorDescriptor, Unary
 from .dtypes import real_type, result_type, storage_type
-from .einsum import PlanCache, einsum
+from .einsum import einsum
 from .errors import DescriptorError, OperationError
 from .operations import Operation
 from .plan import Plan
@@ -43,8 +43,10 @@ def _descriptor(layout, what):
     return TensorDescriptor.from_byte_strides(*layout, what)
 
 
-# (front end, its arguments, the layouts of a and out) -> the function that runs the call
-_CALLS = PlanCache(maxsize=1024)
+# (front end, its arguments, the layouts of a and out) -> the function that runs the call;
+# a plain dict (a hit is one lookup, no lock), emptied when full
+_CALLS = {}
+_MAX_CALLS = 1024
 
 
 def _ints(value):
@@ -53,8 +55,13 @@ def _ints(value):
     ``1.0 == 1`` must not reach a call cached for 1)."""
     if value is None or type(value) is int:
         return True
-    return type(value) is tuple and all(
-        type(v) is int or (type(v) is tuple and all(type(w) is int for w in v)) for v in value)
+    if type(value) is not tuple:
+        return False
+    kinds = set(map(type, value))
+    if tuple in kinds:
+        kinds.discard(tuple)
+        kinds.update(type(w) for v in value if type(v) is tuple for w in v)
+    return kinds <= {int}
 
 
 def _call(a, out, key, build, **scalars):
@@ -63,8 +70,14 @@ def _call(a, out, key, build, **scalars):
     caching."""
     if key is None or (out is not None and type(out) is not np.ndarray):
         return build()(a, out, **scalars)
-    layouts = (a.shape, a.strides, a.dtype, None if out is None else _layout(out))
-    return _CALLS.get((key, layouts), build)(a, out, **scalars)
+    key = (key, a.shape, a.strides, a.dtype, None if out is None else _layout(out))
+    run = _CALLS.get(key)
+    if run is None:
+        run = build()
+        if len(_CALLS) >= _MAX_CALLS:
+            _CALLS.clear()
+        _CALLS[key] = run
+    return run(a, out, **scalars)
 
 
 def _runner(plan, select=None):

@@ -18,7 +18,7 @@ times faster than ``np.add.reduce`` of the same view, ``iij->j`` on (2048, 2048,
 
 import numpy as np
 
-from ..descriptors import Binary, Reduce, Unary
+from ..descriptors import Binary, Reduce, TensorDescriptor, Unary
 from ..dtypes import is_complex
 
 _UFUNCS = {Binary.ADD: np.add, Binary.MUL: np.multiply,
@@ -83,12 +83,12 @@ def _permutation(op, allocate):
     if set(a.modes) != set(op.out_modes):
         return None  # a broadcast-only output mode
     axes = _axes(a, op.out_modes)
-    fresh_copy = _copy_keeps_layout(a.descriptor, axes, op.output)
+    order = _copy_order(a.descriptor, axes, op.output)
 
     def call(arrays, out=None):
         view = arrays[0].transpose(axes)
-        if out is None and fresh_copy:
-            return view.copy(order="K")
+        if out is None and order is not None:
+            return view.copy(order=order)
         out = allocate() if out is None else out
         np.copyto(out, view)
         return out
@@ -96,18 +96,28 @@ def _permutation(op, allocate):
     return _runner(call, f"numpy copy of A.transpose({axes})")
 
 
-def _copy_keeps_layout(a, axes, out, probe_limit=1 << 16):
-    """Whether ``view.copy(order="K")`` of A (layout ``a``) transposed by ``axes`` has
-    the output's layout; decided once on a probe array of A's layout."""
-    if tuple(a.extents[k] for k in axes) != out.extents or not 0 < a.span <= probe_limit:
-        return False
+def _copy_order(a, axes, out, probe_limit=1 << 16):
+    """The order, "C" or "K", in which ``view.copy`` of A (layout ``a``) transposed by
+    ``axes`` has the output's layout, or None; "K" is decided once on a probe array of
+    A's layout."""
+    if tuple(a.extents[k] for k in axes) != out.extents:
+        return None
+    if _same_strides(TensorDescriptor.contiguous(out.extents, out.dtype).strides, out):
+        return "C"
+    if not 0 < a.span <= probe_limit:
+        return None
     lo, _ = a.bounds()
     item = a.dtype.itemsize
     probe = np.lib.stride_tricks.as_strided(
         np.empty(a.span, a.dtype)[-lo:], a.extents, tuple(s * item for s in a.strides))
     copied = probe.transpose(axes).copy(order="K")
-    return all(s == t * item for s, t, e in zip(copied.strides, out.strides, out.extents,
-                                                 strict=True) if e > 1)
+    return "K" if _same_strides(tuple(s // item for s in copied.strides), out) else None
+
+
+def _same_strides(strides, out):
+    """Whether element ``strides`` are ``out``'s on every axis that moves (extent > 1)."""
+    return all(s == t for s, t, e in zip(strides, out.strides, out.extents, strict=True)
+               if e > 1)
 
 
 def _reduction(op, allocate):
@@ -133,6 +143,8 @@ def _reduction(op, allocate):
 
 
 def _diagonal_sum(op, allocate):
+    if not op.out_modes:
+        return _full_diagonal_sum(op, allocate)
     letters = {m: chr(ord("a") + k) for k, m in enumerate(dict.fromkeys(op.inputs[0].modes))}
     if any(m not in letters for m in op.out_modes):
         return None  # a broadcast-only output mode
@@ -145,6 +157,26 @@ def _diagonal_sum(op, allocate):
         return out
 
     return _runner(call, f"numpy.einsum('{subscripts}')")
+
+
+def _full_diagonal_sum(op, allocate):
+    """A sum of everything over a diagonal (a trace): ``np.add.reduce`` of NumPy's own
+    diagonal view, pairwise like ``np.trace`` and without einsum's parsing."""
+    modes, pairs = list(op.inputs[0].modes), []
+    for mode in dict.fromkeys(op.inputs[0].modes):
+        while modes.count(mode) > 1:  # each diagonal() call moves the merged axis last
+            i = modes.index(mode)
+            j = modes.index(mode, i + 1)
+            pairs.append((i, j))
+            modes = [m for k, m in enumerate(modes) if k not in (i, j)] + [mode]
+
+    def call(arrays, out=None):
+        x = arrays[0]
+        for i, j in pairs:
+            x = x.diagonal(0, i, j)
+        return np.add.reduce(x, axis=None, out=allocate() if out is None else out)
+
+    return _runner(call, f"numpy.add.reduce of A's diagonal (axes {pairs})")
 
 
 def _elementwise(op, allocate):
