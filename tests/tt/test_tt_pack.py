@@ -165,3 +165,35 @@ def test_pack_rejects_bad_input():
         tt.TrainPack([[rand(DIMS, 1), 3]])
     with pytest.raises(OperationError, match="dims"):
         tt.dot(p, tt.TrainPack([[rand((2, 2), 1)] * 3] * 2))
+
+
+def test_pack_sums_are_built_only_when_read():
+    """tt.add of packs builds no cores; round_ works on the summands of the sums nobody
+    read and on the built cores of the others, with the single-train results."""
+    a = [rand(DIMS, 2, seed=s) for s in range(4)]
+    b = [rand(DIMS, 3, seed=10 + s) for s in range(4)]
+    p = tt.add(tt.TrainPack(a), tt.TrainPack(b))
+    assert all(p[pos].summands is not None for pos in p.positions())
+    assert p[0, 1].ranks == (1, 5, 5, 5, 1) and p[0, 1].dims == DIMS
+    np.testing.assert_allclose(p[0, 1].to_dense(), a[1].to_dense() + b[1].to_dense())
+    assert p[0, 1].summands is None and p[0, 0].summands is not None
+    p.round_(1e-10)
+    for i, pos in enumerate(p.positions()):
+        single = tt.round(a[i] + b[i], 1e-10)
+        assert p[pos].ranks == single.ranks and p[pos].version == 1
+        np.testing.assert_allclose(p[pos].to_dense(), single.to_dense(), atol=1e-12)
+
+
+@pytest.mark.parametrize("k", [5, 3])
+def test_times_lower_skips_only_zeros(k):
+    """Block-diagonal core times a lower trapezoidal factor, blockwise, against dense."""
+    from tenalg.tt import batched
+
+    rng = np.random.default_rng(k)
+    blocks = [rng.standard_normal((3, 2, 4, 3)), rng.standard_normal((3, 4, 4, 2))]
+    dense = np.zeros((3, 6, 4, 5))
+    dense[:, :2, :, :3], dense[:, 2:, :, 3:] = blocks
+    lf = np.tril(rng.standard_normal((3, 5, k)))
+    want = np.einsum("ganb,gbk->gank", dense, lf)
+    got = batched.times_lower(blocks, lf, batched.Workspace(), "x")
+    np.testing.assert_allclose(got, want, atol=1e-13)

@@ -17,9 +17,9 @@ from ..dtypes import COMPUTE_TYPES, real_type, result_type
 from ..errors import DTypeError
 
 
-def einsum(subscripts, *operands):
-    """``tenalg.einsum`` on the operands, as an array."""
-    return np.asarray(api.einsum(subscripts, *operands))
+def einsum(subscripts, *operands, out=None):
+    """``tenalg.einsum`` on the operands, as an array (written into ``out`` when given)."""
+    return np.asarray(api.einsum(subscripts, *operands, out=out))
 
 
 def core_dtype(dtype):
@@ -53,10 +53,10 @@ def python_scalar(x):
     return x.item() if isinstance(x, np.generic | np.ndarray) else x
 
 
-def scaled_by_log(values, logs):
-    """``values * exp(logs)`` without widening ``values``' dtype."""
+def scaled_by_log(values, logs, out=None):
+    """``values * exp(logs)`` without widening ``values``' dtype (into ``out`` if given)."""
     factor = np.exp(np.asarray(logs, dtype=np.float64)).astype(real_type(values.dtype))
-    return values * factor
+    return np.multiply(values, factor, out=out)
 
 
 def safe_log(s):

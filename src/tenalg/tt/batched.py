@@ -11,9 +11,57 @@ before they are multiplied, accumulating the logarithms of the scales.
 [4.0]
 """
 
+import math
+
 import numpy as np
 
 from ._dense import einsum, safe_log, scaled_by_log
+
+
+class Workspace:
+    """Named scratch buffers that a pack operation reuses from one chunk of trains to the
+    next, so its temporaries are faulted in once, not once per chunk. ``reuse=False``
+    (single trains) hands out fresh arrays.
+
+    >>> w = Workspace()
+    >>> a = w.einsum("t", "ij,jk->ik", np.ones((2, 3)), np.ones((3, 2)))
+    >>> b = w.einsum("t", "ij,jk->ik", np.ones((1, 3)), np.ones((3, 2)))
+    >>> a.tolist(), np.shares_memory(a, b)
+    ([[3.0, 3.0], [3.0, 3.0]], True)
+    """
+
+    def __init__(self, reuse=True):
+        self.reuse = reuse
+        self._buffers = {}
+
+    def array(self, key, shape, dtype):
+        """An uninitialised array over the buffer ``key`` (valid until its next use)."""
+        if not self.reuse:
+            return np.empty(shape, dtype=dtype)
+        size = math.prod(shape) * np.dtype(dtype).itemsize
+        buf = self._buffers.get(key)
+        if buf is None or buf.size < size:
+            buf = self._buffers[key] = np.empty(size, dtype=np.uint8)
+        return buf[:size].view(dtype).reshape(shape)
+
+    def stack(self, key, arrays, dtype):
+        """``arrays`` (of equal shapes) stacked along a new first axis into the buffer
+        ``key``, as ``dtype``."""
+        out = self.array(key, (len(arrays), *arrays[0].shape), dtype)
+        return np.stack(arrays, out=out)
+
+    def einsum(self, key, subscripts, *operands):
+        """``einsum(subscripts, *operands)`` written into the buffer ``key``."""
+        if not self.reuse:
+            return einsum(subscripts, *operands)
+        inputs, output = subscripts.split("->")
+        sizes = {m: n for spec, x in zip(inputs.split(","), operands, strict=True)
+                 for m, n in zip(spec, x.shape, strict=True)}
+        out = self.array(key, tuple(sizes[m] for m in output), np.result_type(*operands))
+        return einsum(subscripts, *operands, out=out)
+
+
+FRESH = Workspace(reuse=False)
 
 
 def stack(trains):
@@ -45,17 +93,72 @@ def block_sum(a, b):
     d = len(a)
     if d == 1:
         return [a[0] + b[0]]
-    out = []
-    for k, (x, y) in enumerate(zip(a, b, strict=True)):
-        g, la, n, ra = x.shape
-        lb, rb = y.shape[1], y.shape[3]
+    shapes = [(x.shape[0], x.shape[1] + y.shape[1] if k else 1, x.shape[2],
+                x.shape[3] + y.shape[3] if k < d - 1 else 1)
+               for k, (x, y) in enumerate(zip(a, b, strict=True))]
+    out = fresh(shapes, np.result_type(a[0], b[0]))
+    for k, (x, y, z) in enumerate(zip(a, b, out, strict=True)):
+        la, ra = x.shape[1], x.shape[3]
         l0 = 0 if k == 0 else la
         r0 = 0 if k == d - 1 else ra
-        z = np.zeros((g, l0 + lb if k else 1, n, r0 + rb if k < d - 1 else 1),
-                     dtype=np.result_type(x, y))
         z[:, :la, :, :ra] = x
-        z[:, l0 : l0 + lb, :, r0 : r0 + rb] = y
-        out.append(z)
+        z[:, l0:, :, r0:] = y
+        if l0 and r0:
+            z[:, :la, :, ra:] = 0
+            z[:, la:, :, :ra] = 0
+    return out
+
+
+def sum_cores(terms, work=FRESH):
+    """The cores of the sum of the stacks ``terms``, with the interior cores left as
+    lists of their diagonal blocks (first [A B ...] and last [A; B; ...] are formed, in
+    ``work``'s buffers); one term is returned as it is.
+
+    >>> x = [np.ones((1, 1, 2, 1)), np.ones((1, 1, 2, 1)), np.ones((1, 1, 2, 1))]
+    >>> [c.shape if isinstance(c, np.ndarray) else len(c) for c in sum_cores([x, x])]
+    [(1, 1, 2, 2), 2, (1, 2, 2, 1)]
+    """
+    if len(terms) == 1:
+        return terms[0]
+    if len(terms[0]) == 1:
+        return [sum(t[0] for t in terms)]
+    ends = []
+    for key, axis in ((0, 3), (-1, 1)):
+        parts = [t[key] for t in terms]
+        shape = list(parts[0].shape)
+        shape[axis] = sum(p.shape[axis] for p in parts)
+        out = work.array(("sum", key), tuple(shape), np.result_type(*parts))
+        ends.append(np.concatenate(parts, axis=axis, out=out))
+    return [ends[0], *([t[k] for t in terms] for k in range(1, len(terms[0]) - 1)), ends[1]]
+
+
+def times_lower(core, lf, work, key):
+    """``core`` (g, l, n, r) times ``lf`` (g, r, k) over r, into ``work``'s buffer ``key``.
+
+    ``core`` may be a list of diagonal blocks (:func:`sum_cores`); ``lf`` must then be
+    lower trapezoidal (lf[b, j] = 0 for j > b, as the L of an LQ), so block i meets only
+    its own rows of lf and its columns up to its last row: the zeros of the block-diagonal
+    core and of lf are never multiplied.
+
+    >>> lf = np.tril(np.ones((1, 2, 2)))
+    >>> blocks = [np.ones((1, 1, 1, 1)), np.ones((1, 1, 1, 1))]
+    >>> times_lower(blocks, lf, FRESH, "t")[:, :, 0, :].tolist()
+    [[[1.0, 0.0], [1.0, 1.0]]]
+    """
+    if isinstance(core, np.ndarray):
+        return work.einsum(key, "ganb,gbk->gank", core, lf)
+    g, n, k = core[0].shape[0], core[0].shape[2], lf.shape[2]
+    rows = sum(x.shape[1] for x in core)
+    out = work.array(key, (g, rows, n, k), np.result_type(lf, *core))
+    flat = out.reshape(g, rows * n, k)
+    lo = off = 0
+    for x in core:
+        l, r = x.shape[1], x.shape[3]
+        w = min(k, off + r)
+        part = flat[:, lo * n : (lo + l) * n]
+        np.matmul(x.reshape(g, l * n, r), lf[:, off : off + r, :w], out=part[:, :, :w])
+        part[:, :, w:] = 0
+        lo, off = lo + l, off + r
     return out
 
 
@@ -85,10 +188,26 @@ def norm(a):
     return scaled_by_log(frobenius(r), logs)
 
 
+def fresh(shapes, dtype):
+    """New arrays of ``shapes`` in one allocation (a large one is faulted in as huge
+    pages, far fewer faults than one per 4 KB page of many smaller arrays).
+
+    >>> [a.shape for a in fresh([(2, 3), (4,)], np.float64)]
+    [(2, 3), (4,)]
+    """
+    sizes = [math.prod(s) for s in shapes]
+    flat = np.empty(sum(sizes), dtype=dtype)
+    ends = np.cumsum(sizes).tolist()
+    return [flat[e - n : e].reshape(s) for s, n, e in zip(shapes, sizes, ends, strict=True)]
+
+
 def spread(cores, logs):
-    """Multiply each train's cores by exp(logs / d), giving back a carried scale evenly."""
+    """Multiply each train's cores by exp(logs / d), giving back a carried scale evenly
+    (into fresh arrays)."""
     d = len(cores)
-    return [scaled_by_log(c, (logs / d).reshape(-1, 1, 1, 1)) for c in cores]
+    outs = fresh([c.shape for c in cores], cores[0].dtype)
+    return [scaled_by_log(c, (logs / d).reshape(-1, 1, 1, 1), out=o)
+            for c, o in zip(cores, outs, strict=True)]
 
 
 def reverse(cores):

@@ -48,6 +48,7 @@ import numpy as np
 
 from . import smallchol, smalleigh
 from ._dense import unit_roundoff
+from .batched import FRESH
 
 ETA_POWER = 0.5  # the Gram result is accepted when accurate to u ** ETA_POWER (double)
 SAFETY = 4  # factor on the rounding-error bounds (Gram matrix and eigh/Cholesky)
@@ -149,8 +150,9 @@ def reference_svd(m, delta, max_rank):
     return (*_cut(u, s, vh, k), k, tail)
 
 
-def _gram(m, delta, max_rank):
-    """The Gram truncation of every train and the mask of the trains where it is certain."""
+def _gram(m, delta, max_rank, work=FRESH, key="left"):
+    """The Gram truncation of every train and the mask of the trains where it is certain
+    (the left factors in ``work``'s buffer ``key``)."""
     g, rows, r = m.shape
     wide = np.result_type(m.dtype, np.float64)
     x = m.astype(wide, copy=False)
@@ -177,20 +179,21 @@ def _gram(m, delta, max_rank):
     kk = mask.shape[1]
     sk = s[:, :kk] * mask
     v = v[:, :, :kk]
-    left = np.matmul(x, v * np.where(sk > 0, 1 / np.where(sk > 0, sk, 1), 0)[:, None, :])
+    left = np.matmul(x, v * np.where(sk > 0, 1 / np.where(sk > 0, sk, 1), 0)[:, None, :],
+                     out=work.array(key, (g, rows, kk), wide))
     right = sk[:, :, None] * hermitian(v)
     return left.astype(m.dtype, copy=False), right.astype(m.dtype, copy=False), k, tail, ok
 
 
-def truncated_svd(m, delta, max_rank, gram=True):
+def truncated_svd(m, delta, max_rank, gram=True, work=FRESH, key="left"):
     """Per train of ``m`` (g, rows, r): the rank k kept for tolerance ``delta`` (g,) and
     ``max_rank``, the kept factors left (g, rows, kk) and right (g, kk, r) with left @ right
     the truncation (columns past each train's k are zero), the discarded weight
     sum of s_i^2 past k, and whether the Gram path served any train (``gram=False``
-    skips it)."""
+    skips it). The Gram path writes the left factors into ``work``'s buffer ``key``."""
     if not gram:
         return (*reference_svd(m, delta, max_rank), False)
-    left, right, k, tail, ok = _gram(m, delta, max_rank)
+    left, right, k, tail, ok = _gram(m, delta, max_rank, work, key)
     if ok.all():
         return left, right, k, tail, True
     if not ok.any():

@@ -28,7 +28,7 @@ from ._dense import common_dtype
 from .core import TensorCore
 from .errors import StalePackError
 from .rounding import infos, resolve_options, run
-from .train import TensorTrain, require_closed, require_same_dims
+from .train import LazySum, TensorTrain, require_closed, require_same_dims
 
 # Trains per batched kernel call: small enough that a group's stacked cores stay in cache
 # (2x faster than one call over 2048 trains of d=6, n=16, rank 16), large enough that the
@@ -37,7 +37,10 @@ CHUNK = 128
 
 
 def _signature(t):
-    return (t.dims, t.ranks, t.dtype)
+    """Trains of equal signatures are stacked together (sums not yet built: and whose
+    summands' cores have equal shapes)."""
+    parts = t.summands if isinstance(t, LazySum) else None
+    return (t.dims, t.ranks, t.dtype, parts and tuple(c.shape for c in parts[0]))
 
 
 class DevicePack:
@@ -49,29 +52,14 @@ class DevicePack:
     """
 
     def __init__(self, pack, groups):
-        self._set(pack, [(tuple(positions), batched.stack([pack[pos] for pos in positions]))
-                         for positions in groups])
-
-    @classmethod
-    def _of(cls, pack, groups):
-        """The device pack of ``pack`` whose trains' cores are ``groups``' stacked arrays."""
-        dev = cls.__new__(cls)
-        dev._set(pack, groups)
-        return dev
-
-    def _set(self, pack, groups):
+        groups = [(tuple(positions), batched.stack([pack[pos] for pos in positions]))
+                  for positions in groups]
         self._trains = {pos: pack[pos] for positions, _ in groups for pos in positions}
         self.versions = {pos: t.version for pos, t in self._trains.items()}
         for _, cores in groups:
             for c in cores:
                 c.flags.writeable = False
         self._groups = groups
-
-    def current(self, pack):
-        """True when this device pack covers ``pack``'s trains as they are now."""
-        return len(self._trains) == pack.nvars * pack.nblocks and all(
-            pack[pos] is t and t.version == self.versions[pos] for pos, t in self._trains.items()
-        )
 
     def check(self):
         """Raise StalePackError if a train changed since this device pack was built."""
@@ -115,7 +103,6 @@ class TrainPack:
                 if not isinstance(t, TensorTrain):
                     raise OperationError(f"a TrainPack holds TensorTrains, got {type(t).__name__}")
         self._grid = rows
-        self._device = None
 
     grid = property(lambda self: self._grid, doc="The trains, as grid[var][block].")
     nvars = property(lambda self: len(self._grid), doc="Number of variables.")
@@ -146,22 +133,19 @@ class TrainPack:
         return [g[i : i + CHUNK] for g in groups.values() for i in range(0, len(g), CHUNK)]
 
     def device_pack(self, groups=None):
-        """Stacked cores of every group of equal core shapes, with the trains' versions.
-
-        The trains of a pack made by :meth:`add` are views of the stacked sums, which are
-        reused (not stacked again) while none of the trains changed.
-        """
-        if groups is None and self._device is not None and self._device.current(self):
-            return self._device
+        """Stacked cores of every group of equal core shapes, with the trains' versions."""
         return DevicePack(self, self._groups() if groups is None else groups)
 
-    def _pair(self, other, what, closed):
+    def _check_pair(self, other, what, closed):
         if not isinstance(other, TrainPack) or other.shape != self.shape:
             raise OperationError(f"{what} needs two TrainPacks of the same shape")
         for pos in self.positions():
             if closed:
                 require_closed(what, self[pos], other[pos])
             require_same_dims(what, self[pos], other[pos])
+
+    def _pair(self, other, what, closed):
+        self._check_pair(other, what, closed)
         # one group stacked at a time: its stacks are freed before the next group's, so
         # their memory is reused instead of faulted in afresh
         return ((positions, batched.stack([self[pos] for pos in positions]),
@@ -175,17 +159,12 @@ class TrainPack:
             yield positions, batched.block_sum([x.astype(dtype, copy=False) for x in a], b)
 
     def add(self, other):
-        """A new pack of the trainwise sums (one batched kernel per group)."""
-        out = [[None] * self.nblocks for _ in range(self.nvars)]
-        groups = list(self._sums(other, "add"))
-        for positions, total in groups:
-            for c in total:
-                c.flags.writeable = False
-            for i, (v, b) in enumerate(positions):
-                out[v][b] = TensorTrain._from_arrays([c[i] for c in total], self[v, b].storage)
-        pack = TrainPack(out)
-        pack._device = DevicePack._of(pack, groups)
-        return pack
+        """A new pack of the trainwise sums (:class:`~tenalg.tt.train.LazySum`: the
+        block-diagonal cores are built only when read; :meth:`round_` works on the
+        summands' cores instead)."""
+        self._check_pair(other, "add", closed=True)
+        return TrainPack([[LazySum(x, y) for x, y in zip(r, s, strict=True)]
+                          for r, s in zip(self._grid, other._grid, strict=True)])
 
     def add_(self, other):
         """Trainwise a += b in place; every train of ``other`` is emptied (unless it is
@@ -223,14 +202,26 @@ class TrainPack:
         for pos in self.positions():
             require_closed("round_", self[pos])
         out = [[None] * self.nblocks for _ in range(self.nvars)]
-        for positions, cores in self.device_pack().groups:
-            eps_, max_rank_, used = resolve_options(eps, max_rank, rmax, method, cores[0].dtype)
-            res = run(used, [cores], [1], eps_, max_rank_, rng)
-            before = [self[positions[0]].ranks] * len(positions)  # one group: equal ranks
-            for pos, arrays in zip(positions, batched.unstack(res.cores, res.ranks), strict=True):
-                t = self[pos]
+        work = batched.Workspace()
+        for positions in self._groups():
+            trains = [self[pos] for pos in positions]
+            eps_, max_rank_, used = resolve_options(eps, max_rank, rmax, method, trains[0].dtype)
+            summands = _summands(trains, work)
+            res = run(used, summands, [1] * len(summands), eps_, max_rank_, rng, work)
+            before = [trains[0].ranks] * len(trains)  # one group: equal ranks
+            for t, arrays in zip(trains, batched.unstack(res.cores, res.ranks), strict=True):
                 t._replace([TensorCore._wrap(a, t.storage) for a in arrays])
             after = [tuple(r) for r in res.ranks.tolist()]
             for (v, b), info in zip(positions, infos(res, before, after, used), strict=True):
                 out[v][b] = info
         return out
+
+
+def _summands(trains, work):
+    """Stacks to round for a group of ``trains``: the cores of both summands of sums not
+    yet built (in ``work``'s buffers), else the trains' own cores."""
+    if not isinstance(trains[0], LazySum) or trains[0].summands is None:
+        return [batched.stack(trains)]
+    parts = [t.summands for t in trains]
+    return [[work.stack((j, k), [p[j][k].array() for p in parts], trains[0].dtype)
+             for k in range(len(parts[0][j]))] for j in (0, 1)]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from ..errors import OperationError
 from . import sweeps
 from ._dense import common_dtype, unit_roundoff
-from .batched import unstack
+from .batched import FRESH, unstack
 from .core import TensorCore
 from .train import TensorTrain, require_closed, require_same_dims
 
@@ -76,12 +76,14 @@ def resolve_options(eps, max_rank, rmax, method, dtype):
     return eps, None if max_rank is None else int(max_rank), method
 
 
-def run(method, summands, coefficients, eps, max_rank, rng=None):
-    """The batched sweep of ``method`` (see :mod:`tenalg.tt.sweeps`)."""
+def run(method, summands, coefficients, eps, max_rank, rng=None, work=FRESH):
+    """The batched sweep of ``method`` (see :mod:`tenalg.tt.sweeps`); the SVD sweep keeps
+    its temporaries in ``work``."""
     if method == "randomized":
         return sweeps.randomized(summands, coefficients, eps, max_rank, rng)
-    sweep = sweeps.svd if method == "svd" else sweeps.gram
-    return sweep(summands, coefficients, eps, max_rank)
+    if method == "svd":
+        return sweeps.svd(summands, coefficients, eps, max_rank, work)
+    return sweeps.gram(summands, coefficients, eps, max_rank)
 
 
 def _stack1(t):

@@ -3,7 +3,8 @@
 Every sweep takes ``summands``: a list of m stacks (each a list of d arrays (g, l, n, r),
 one per core, of g trains) and rounds, for each of the g trains, the sum over the m
 summands scaled by ``coefficients``. Gram and randomised sweeps never form the
-block-diagonal sum; the SVD sweep forms it. Each train gets its own eps-adaptive ranks:
+block-diagonal sum; the SVD sweep forms only its first and last cores (the interior ones
+enter its first LQ step block by block). Each train gets its own eps-adaptive ranks:
 stacks stay rectangular at the largest rank of the group and the columns a train does
 not keep are exact zeros, which the next bond's decompositions see as zero singular
 values. Every sweep normalises what it multiplies and carries the scale as a logarithm,
@@ -28,7 +29,7 @@ import numpy as np
 
 from ..dtypes import real_type
 from ._dense import bond_tolerance, einsum, python_scalar, safe_log, scaled_by_log, unit_roundoff
-from .batched import block_sum, frobenius, normalize, reverse, spread
+from .batched import FRESH, frobenius, normalize, reverse, spread, sum_cores, times_lower
 from .bondsvd import keep_ranks, lq, rank_mask, truncated_svd
 
 OVERSAMPLE = 10
@@ -54,13 +55,14 @@ def _normalize_joint(zs, logs):
     return [scaled_by_log(z, -log_t.reshape((-1,) + (1,) * (z.ndim - 1))) for z in zs], logs + log_t
 
 
-def orthogonalize_rl(cores):
+def orthogonalize_rl(cores, work=FRESH):
     """Right-to-left LQ sweep: cores 1..d-1 right-orthonormal, core 0 of unit norm.
+    Interior cores may be lists of diagonal blocks (:func:`~tenalg.tt.batched.sum_cores`).
 
     Returns the cores, the factors (g, k, k) that right-orthonormal core c is to be
     multiplied by from the left (core c holds B of :func:`~tenalg.tt.bondsvd.lq`; factor 0
     is None), the log of each train's norm and the cancellation ratio of the last
-    contraction.
+    contraction. Cores 0..d-2 are written into ``work``'s buffers.
     """
     cores = list(cores)
     factors = [None] * len(cores)
@@ -74,7 +76,7 @@ def orthogonalize_rl(cores):
         lf, logs = normalize(lf, logs)
         if c == 1:
             gross = frobenius(cores[0]) * frobenius(lf)
-        cores[c - 1] = einsum("ganb,gbk->gank", cores[c - 1], lf)
+        cores[c - 1] = times_lower(cores[c - 1], lf, work, ("rl", c - 1))
     gross = _ratio(gross, frobenius(cores[0]))
     cores[0], logs = normalize(cores[0], logs)
     return cores, factors, logs, gross
@@ -85,13 +87,14 @@ def _ratio(gross, net):
     return np.asarray(gross, dtype=np.float64) / np.where(net > 0, net, gross + (gross == 0))
 
 
-def truncate(cores, tol, max_rank, gross, factors=None):
+def truncate(cores, tol, max_rank, gross, factors=None, work=FRESH):
     """Left-to-right truncated SVDs of trains whose cores 1..d-1 are right-orthonormal
     (each after its factor from the left, where ``factors`` are given).
 
     ``tol`` is the tolerance per bond relative to each train's norm, raised to the noise
     level of the cancellation ratio ``gross``. Returns the cores, ranks, the norms (in the
-    cores' units) and the relative discarded weight.
+    cores' units) and the relative discarded weight. The cores are written into
+    ``work``'s buffers.
     """
     cores = list(cores)
     g, d = cores[0].shape[0], len(cores)
@@ -103,25 +106,27 @@ def truncate(cores, tol, max_rank, gross, factors=None):
     for c in range(d - 1):
         _, l, n, r = cores[c].shape
         left, right, k, tail, gram = truncated_svd(cores[c].reshape(g, l * n, r), tol * nrm,
-                                                   max_rank, gram)
+                                                   max_rank, gram, work, ("left", c))
         cores[c] = left.reshape(g, l, n, left.shape[2])
         if factors is not None:
             right = np.matmul(right, factors[c + 1])
-        cores[c + 1] = einsum("gkb,gbnc->gknc", right, cores[c + 1])
+        cores[c + 1] = work.einsum(("truncate", c + 1), "gkb,gbnc->gknc", right, cores[c + 1])
         ranks[:, c + 1] = k
         discarded += tail
     return cores, ranks, nrm, np.sqrt(discarded) / np.where(nrm > 0, nrm, 1)
 
 
-def svd(summands, coefficients, eps, max_rank):
-    """Oseledets rounding of the block-diagonal sum: LQ right to left, SVDs left to right."""
+def svd(summands, coefficients, eps, max_rank, work=FRESH):
+    """Oseledets rounding of the block-diagonal sum: LQ right to left, SVDs left to right.
+
+    The interior cores of the sum are never formed (see
+    :func:`~tenalg.tt.batched.times_lower`). Temporaries go to ``work``'s buffers; the
+    rounded cores are fresh arrays."""
     first = _first_cores(summands, coefficients)
-    cores = [first[0], *summands[0][1:]]
-    for f, s in zip(first[1:], summands[1:], strict=True):
-        cores = block_sum(cores, [f, *s[1:]])
-    cores, factors, logs, gross = orthogonalize_rl(cores)
+    cores = sum_cores([[f, *s[1:]] for f, s in zip(first, summands, strict=True)], work)
+    cores, factors, logs, gross = orthogonalize_rl(cores, work)
     cores, ranks, nrm, discarded = truncate(cores, bond_tolerance(eps, len(cores)), max_rank,
-                                            gross, factors)
+                                            gross, factors, work)
     return Rounded(spread(cores, logs), ranks, nrm * np.exp(logs), discarded)
 
 

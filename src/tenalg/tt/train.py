@@ -14,7 +14,7 @@ train's cores and bump ``train.version``; cores themselves are never modified.
 import numpy as np
 
 from ..errors import OperationError
-from ._dense import core_dtype, einsum
+from ._dense import common_dtype, core_dtype, einsum
 from .core import TensorCore, check_storage
 
 
@@ -224,6 +224,50 @@ class TensorTrain:
     def __neg__(self):
         from .arithmetic import scale
         return scale(self, -1)
+
+
+class LazySum(TensorTrain):
+    """The sum a + b of two closed trains of equal dims whose block-diagonal cores are
+    built only when first read. Pack sums are these: pack rounding works on the summands'
+    cores and never builds the sums (``summands`` is None once built or replaced).
+
+    >>> x = random((2, 2, 2), 1, rng=0)
+    >>> s = LazySum(x, x)
+    >>> s.ranks, s.summands is not None, s.cores[1].shape, s.summands
+    ((1, 2, 2, 1), True, (2, 2, 2), None)
+    """
+
+    def __init__(self, a, b):
+        self._sum_of, self._built = (a.cores, b.cores), None
+        self._storage, self._dtype, self._version = a.storage, common_dtype([a.dtype, b.dtype]), 0
+
+    @property
+    def _cores(self):
+        if self._built is None:
+            from .arithmetic import add
+            self._built = add(*(TensorTrain(c) for c in self._sum_of))._cores
+            self._sum_of = None
+        return self._built
+
+    @_cores.setter
+    def _cores(self, cores):
+        self._built, self._sum_of = cores, None
+
+    summands = property(lambda self: self._sum_of,
+                        doc="The cores of a and b while the sum is not built, else None.")
+
+    @property
+    def ranks(self):
+        if self._sum_of is None:
+            return TensorTrain.ranks.fget(self)
+        a, b = self._sum_of
+        return (1, *(x.rr + y.rr for x, y in zip(a[:-1], b[:-1], strict=True)), 1)
+
+    dims = property(lambda self: TensorTrain.dims.fget(self) if self._sum_of is None
+                    else tuple(c.dd for c in self._sum_of[0]))
+    ncores = property(lambda self: len(self._sum_of[0] if self._sum_of else self._cores))
+    closed = property(lambda self: self._sum_of is not None or TensorTrain.closed.fget(self))
+    empty = property(lambda self: self._sum_of is None and TensorTrain.empty.fget(self))
 
 
 def random(dims, ranks, rng=None, dtype=np.float64, storage="contiguous", left_bond=1,
