@@ -66,31 +66,24 @@ def _ints(value):
 
 def _call(a, out, key, build, **scalars):
     """Run a one-array front-end call: ``build()`` (the argument checks and the plan) runs
-    once per key and layouts and returns ``run(a, out, **scalars)``; ``key`` None: no
-    caching."""
+    once per key and layouts and returns ``(plan, select)``, the plan of one input and
+    the index that slices ``a`` first (None: all of it); ``key`` None: no caching."""
     if key is None or (out is not None and type(out) is not np.ndarray):
-        return build()(a, out, **scalars)
-    key = (key, a.shape, a.strides, a.dtype, None if out is None else _layout(out))
-    run = _CALLS.get(key)
-    if run is None:
-        run = build()
-        if len(_CALLS) >= _MAX_CALLS:
-            _CALLS.clear()
-        _CALLS[key] = run
-    return run(a, out, **scalars)
-
-
-def _runner(plan, select=None):
-    """``run(a, out, **scalars)`` for a plan of one input (``select`` slices a first)."""
-
-    def run(a, out, **scalars):
-        if select is not None:
-            a = a[select]
-        if out is None:
-            return plan.execute(a, **scalars)
-        return plan.execute_into(out, a, **scalars)
-
-    return run
+        plan, select = build()
+    else:
+        key = (key, a.shape, a.strides, a.dtype, None if out is None else _layout(out))
+        built = _CALLS.get(key)
+        if built is None:
+            built = build()
+            if len(_CALLS) >= _MAX_CALLS:
+                _CALLS.clear()
+            _CALLS[key] = built
+        plan, select = built
+    if select is not None:
+        a = a[select]
+    if out is None:
+        return plan.execute(a, **scalars)
+    return plan.execute_into(out, a, **scalars)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -178,7 +171,7 @@ def sum(a, axis=None, *, out=None, compute_dtype=None):  # noqa: A001 - NumPy's 
         axes = _axes(axis, a.ndim)
         modes = tuple(range(a.ndim))
         kept = tuple(m for m in modes if m not in axes)
-        return _runner(_reduction_plan(a, modes, kept, out, compute_dtype))
+        return _reduction_plan(a, modes, kept, out, compute_dtype), None
 
     key = ("sum", axis) if compute_dtype is None and _ints(axis) else None
     return _call(a, out, key, build)
@@ -200,7 +193,7 @@ def trace(a, axis1=0, axis2=1):
     """
     a = _array(a, "a")
     key = ("trace", axis1, axis2) if type(axis1) is int and type(axis2) is int else None
-    return _call(a, None, key, lambda: _partial_trace_runner(a, ((axis1, axis2),)))
+    return _call(a, None, key, lambda: _partial_trace_plan(a, ((axis1, axis2),)))
 
 
 def partial_trace(a, pairs):
@@ -215,10 +208,10 @@ def partial_trace(a, pairs):
     except TypeError:
         raise DescriptorError(f"trace pairs are pairs of axes, got {pairs!r}") from None
     key = ("partial_trace", pairs) if _ints(pairs) else None
-    return _call(a, None, key, lambda: _partial_trace_runner(a, pairs))
+    return _call(a, None, key, lambda: _partial_trace_plan(a, pairs))
 
 
-def _partial_trace_runner(a, pairs):
+def _partial_trace_plan(a, pairs):
     labels = list(range(a.ndim))
     index = [slice(None)] * a.ndim
     seen = set()
@@ -236,7 +229,7 @@ def _partial_trace_runner(a, pairs):
     select = tuple(index) if any(s != slice(None) for s in index) else None
     kept = tuple(m for k, m in enumerate(labels) if k not in seen)
     view = a if select is None else a[select]
-    return _runner(_reduction_plan(view, labels, kept, None, None), select)
+    return _reduction_plan(view, labels, kept, None, None), select
 
 
 def permute(a, axes, *, alpha=None, out=None):
@@ -253,8 +246,8 @@ def permute(a, axes, *, alpha=None, out=None):
         if sorted(normalize_axis(ax, a.ndim) for ax in axes_) != list(range(a.ndim)):
             raise DescriptorError(f"axes {axes_} are not a permutation of range({a.ndim})")
         out_modes = tuple(normalize_axis(ax, a.ndim) for ax in axes_)
-        return _runner(_plan("permutation", [(a, range(a.ndim), Unary.IDENTITY, "A")],
-                             out_modes, out=out, options=(("order", "C"),)))
+        return _plan("permutation", [(a, range(a.ndim), Unary.IDENTITY, "A")],
+                     out_modes, out=out, options=(("order", "C"),)), None
 
     return _call(a, out, ("permute", axes) if _ints(axes) else None, build, alpha=alpha)
 
