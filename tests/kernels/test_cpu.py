@@ -154,7 +154,7 @@ def test_permute_tiles(dtype, axes):
 @pytest.mark.parametrize("dtype", SAME)
 @pytest.mark.parametrize("steps", [(1, 1), (1, -1), (2, 1), (-1, 3)])
 def test_permute_plain_copy_blocks(dtype, steps):
-    """Plain copies move elements in 8 x 8 blocks where both fastest strides are 1: extents
+    """Plain copies move elements in k x k vector blocks where both fastest strides are 1: extents
     with partial blocks, reversed and strided axes, NaN and signed zeros kept."""
     a = values(np.random.default_rng(6), (45 * abs(steps[0]), 3, 70 * abs(steps[1])), dtype)
     a.reshape(-1)[:4] = np.asarray([np.nan, -0.0, np.inf, -np.inf]).astype(dtype)
