@@ -218,9 +218,14 @@ def reverse(cores):
 
 
 def unstack(cores, ranks):
-    """Per train, its cores cut to its own ranks (``ranks`` is (g, d+1))."""
-    return [
-        [np.ascontiguousarray(c[i, : ranks[i, k], :, : ranks[i, k + 1]])
-         for k, c in enumerate(cores)]
-        for i in range(cores[0].shape[0])
-    ]
+    """Per train, its cores cut to its own ranks (``ranks`` is (g, d+1)); views of the
+    stacks where a core keeps the stack's full ranks in every train."""
+    cut = []
+    for k, c in enumerate(cores):
+        left, right = ranks[:, k].tolist(), ranks[:, k + 1].tolist()
+        if set(left) == {c.shape[1]} and set(right) == {c.shape[3]}:
+            cut.append(list(c))
+        else:
+            cut.append([np.ascontiguousarray(x[:l, :, :r])
+                        for x, l, r in zip(c, left, right, strict=True)])
+    return [list(arrays) for arrays in zip(*cut, strict=True)]
