@@ -177,6 +177,12 @@ def test_pack_sums_are_built_only_when_read():
     assert p[0, 1].ranks == (1, 5, 5, 5, 1) and p[0, 1].dims == DIMS
     np.testing.assert_allclose(p[0, 1].to_dense(), a[1].to_dense() + b[1].to_dense())
     assert p[0, 1].summands is None and p[0, 0].summands is not None
+    dense = [x.to_dense() + y.to_dense() for x, y in zip(a, b, strict=True)]
+    np.testing.assert_allclose(tt.norm(p)[0], [np.linalg.norm(x) for x in dense], rtol=1e-12)
+    for positions, cores in p.device_pack(groups=[[(0, 0), (0, 2)], [(0, 1), (0, 3)]]).groups:
+        for i, (_, k) in enumerate(positions):  # a mixed group builds its sums
+            np.testing.assert_array_equal(cores[1][i], tt.add(a[k], b[k]).cores[1].array())
+    assert p[0, 0].summands is not None and p[0, 3].summands is None
     p.round_(1e-10)
     for i, pos in enumerate(p.positions()):
         single = tt.round(a[i] + b[i], 1e-10)

@@ -52,7 +52,7 @@ class DevicePack:
     """
 
     def __init__(self, pack, groups):
-        groups = [(tuple(positions), batched.stack([pack[pos] for pos in positions]))
+        groups = [(tuple(positions), _stacked([pack[pos] for pos in positions]))
                   for positions in groups]
         self._trains = {pos: pack[pos] for positions, _ in groups for pos in positions}
         self.versions = {pos: t.version for pos, t in self._trains.items()}
@@ -219,9 +219,16 @@ class TrainPack:
 
 def _summands(trains, work):
     """Stacks to round for a group of ``trains``: the cores of both summands of sums not
-    yet built (in ``work``'s buffers), else the trains' own cores."""
-    if not isinstance(trains[0], LazySum) or trains[0].summands is None:
+    yet built (in ``work``'s buffers; their shapes must agree), else the trains' own cores."""
+    parts = [t.summands if isinstance(t, LazySum) else None for t in trains]
+    if any(p is None for p in parts) or len({tuple(c.shape for c in p[0]) for p in parts}) > 1:
         return [batched.stack(trains)]
-    parts = [t.summands for t in trains]
     return [[work.stack((j, k), [p[j][k].array() for p in parts], trains[0].dtype)
              for k in range(len(parts[0][j]))] for j in (0, 1)]
+
+
+def _stacked(trains):
+    """The stacked cores of ``trains`` (sums not yet built: formed from the summands'
+    stacks in one batched block sum; the trains stay unbuilt)."""
+    summands = _summands(trains, batched.FRESH)
+    return summands[0] if len(summands) == 1 else batched.block_sum(*summands)

@@ -129,7 +129,7 @@ class TensorTrain:
                 f"storage={self._storage!r})")
 
     def _need_cores(self, what):
-        if not self._cores:
+        if self.empty:
             raise OperationError(f"{what} needs a train with cores; this one is empty")
 
     def copy(self):
