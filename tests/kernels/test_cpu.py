@@ -383,6 +383,26 @@ def test_min_max_propagate_nan(op):
     assert np.isnan(out[1]) and not np.isnan(out[[0, 2]]).any()
 
 
+@pytest.mark.parametrize("op", list(Reduce))
+@pytest.mark.parametrize("dtype", [np.dtype(np.float16), F32])
+def test_long_rows_match_reference(op, dtype):
+    """Rows of several steps (cpu._STEP elements each) and many chunks, ending in a
+    partial chunk; a NaN late in one row."""
+    n = 2 * cpu._STEP + 300
+    x = np.random.default_rng(5).uniform(0.999, 1.001, (3, n)).astype(dtype)
+    x[1, n - 200] = np.nan
+    out, want = np.empty(3, dtype), np.empty(3, dtype)
+    kw = dict(op=op, alpha=1, beta=0, c=None, unary_a=Unary.IDENTITY, unary_c=Unary.IDENTITY,
+              compute=F32)
+    cpu.reduce(out, x, **kw)
+    reference.reduce(want, x, **kw)
+    if op in (Reduce.MIN, Reduce.MAX):
+        assert_same(out, want)
+    else:  # another order: float32 products of 10^5 terms differ by ~sqrt(n) ulps
+        np.testing.assert_allclose(out.astype(F64), want.astype(F64), rtol=1e-3)
+    assert np.isnan(out[1]) and not np.isnan(out[[0, 2]]).any()
+
+
 def test_supports_small_problems_stay_on_reference():
     assert not cpu.supports("reduction", (F64, F64), 2, 64)
     assert cpu.supports("permutation", (F32, F32), 2, 1 << 22)
