@@ -35,7 +35,10 @@ MIN_STACK = 16  # smaller stacks go to LAPACK (too few matrices to share the loo
 MAX_SIZE = 32  # larger matrices go to LAPACK (Jacobi's work grows like n^3 per sweep)
 ACCURACY = 8  # accepted backward error, in units of n u ||A||_F
 _U = float(np.finfo(np.float64).eps)
-_JIT = {"cache": True, "error_model": "numpy", "fastmath": {"contract"}}
+# no fastmath "contract": a loop's vector body and its scalar remainder would fuse
+# multiply-adds differently (seen in cached builds), and a matrix's result would then
+# depend on its position in the block
+_JIT = {"cache": True, "error_model": "numpy"}
 
 
 @numba.njit(**_JIT)
