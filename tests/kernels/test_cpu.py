@@ -386,9 +386,9 @@ def test_min_max_propagate_nan(op):
 @pytest.mark.parametrize("op", list(Reduce))
 @pytest.mark.parametrize("dtype", [np.dtype(np.float16), F32])
 def test_long_rows_match_reference(op, dtype):
-    """Rows of several steps (cpu._STEP elements each) and many chunks, ending in a
+    """Rows of many chunks (cpu._CHUNK elements each) over 2^17 elements, ending in a
     partial chunk; a NaN late in one row."""
-    n = 2 * cpu._STEP + 300
+    n = (1 << 17) + 300
     x = np.random.default_rng(5).uniform(0.999, 1.001, (3, n)).astype(dtype)
     x[1, n - 200] = np.nan
     out, want = np.empty(3, dtype), np.empty(3, dtype)

@@ -62,10 +62,6 @@ _ROW_RUN, _ROW_TILE = 256, 1 << 15  # row tiles: bytes of out in one run (8 rows
 _ROW_PIECE = 1 << 13  # longer rows are split into pieces of this many elements (threads share them)
 _ROW = 512     # elements per unit of the elementwise row kernel
 _CHUNK = 128   # row chunk summed pairwise by the reduction (NumPy's block size)
-# row elements a reduction step reduces per lane (pairwise over its chunks): a lane's row
-# is read to its end before the next lane's (switching between rows every few KB halves
-# the read rate), yet a long row still splits into steps that threads can share
-_STEP = 1 << 16
 _BLOCK = 16    # contributions accumulated naively before entering the cascade
 _LANES = 256   # outputs reduced side by side when the innermost axis is free
 _ROW_BLOCK = 1 << 14  # elements read per step (lanes x row) when the innermost axis is reduced
@@ -708,48 +704,13 @@ def _sum_run(x, off, n, stride, mark, buf):
     return r
 
 
-@njit(**{**_JIT, "fastmath": {"reassoc"}})
-def _sum_chunk(x, off, mark, buf):
-    """:func:`_sum_run` of a whole contiguous chunk: a fixed trip count, which LLVM
-    vectorises without the remainder loop and checks that cost as much as a chunk's
-    arithmetic (a function of its own, or the constant does not survive inlining)."""
-    buf[0] = 0
-    r = buf[0]
-    for i in range(_CHUNK):
-        r += _load(x[_U(off + i)], mark)
-    return r
-
-
 @njit(**_JIT)
 def _chunk(a, off, m, stride, ta, code, op, buf, acc8):
     """The op-reduction of unary(a[off + i * stride]) for i < m (m >= 1)."""
     if op == 0 and code == _IDENTITY:
-        if stride == 1 and m == _CHUNK:
-            return _sum_chunk(a, off, ta, buf)
         return _sum_run(a, off, m, stride, ta, buf)
     _load_row(buf, m, a, off, stride, ta, code, False, buf[0])
     return _pairwise(buf, m, op, acc8)
-
-
-@njit(**_JIT)
-def _chunks(a, off, m, stride, ta, code, op, buf, acc8, part):
-    """The op-reduction of unary(a[off + i * stride]) for i < m (m >= 1), pairwise: the
-    results of its chunks merge in a cascade (``part``: one value per level)."""
-    depth = 0
-    for j in range((m + _CHUNK - 1) // _CHUNK):
-        c = j * _CHUNK
-        r = _chunk(a, off + c * stride, min(_CHUNK, m - c), stride, ta, code, op, buf, acc8)
-        k = j + 1  # chunks so far: each trailing zero bit merges one level
-        while k % 2 == 0:
-            depth -= 1
-            r = _combine(op, part[depth], r)
-            k //= 2
-        part[depth] = r
-        depth += 1
-    r = part[depth - 1]
-    for d in range(depth - 2, -1, -1):
-        r = _combine(op, part[d], r)
-    return r
 
 
 @njit(**_JIT)
@@ -811,9 +772,8 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
     """res[:w] = op-reduction of steps s0..s1 for ``w`` lanes (outputs).
 
     Step s is walk position s // chunks and row chunk s % chunks.  With a reduced row
-    (row_len > 1) a step reduces up to _STEP elements per lane (pairwise over chunks of
-    _CHUNK) and pushes them on the lanes' cascades (rows of one chunk: _BLOCK steps a
-    push).
+    (row_len > 1) a step reduces one chunk of _CHUNK elements per lane (pairwise) and
+    pushes them on the lanes' cascades (rows of one chunk: _BLOCK steps a push).
     Without one, a step is one element per lane, and _BLOCK of those, added in runs
     along the innermost walk axis, make one push.
     """
@@ -824,19 +784,18 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
     buf = np.empty(max(w, min(row_len, _CHUNK)), res.dtype)
     stack = np.empty((levels, w), res.dtype)
     if row_len > 1:  # step by step, every lane's chunk of the row (reads stay local)
-        chunks = (row_len + _STEP - 1) // _STEP
+        chunks = (row_len + _CHUNK - 1) // _CHUNK
         acc8 = np.empty(8, res.dtype)
-        part = np.empty(16, res.dtype)  # levels of _chunks' cascade: log2(_STEP / _CHUNK) + 1
         off = a_off + _start(idx, walk_shape, walk_strides, s0 // chunks)
-        block = _BLOCK if row_len <= _CHUNK else 1  # short rows: _BLOCK row sums a push
+        block = _BLOCK if chunks == 1 else 1  # short rows: _BLOCK row sums make a push
         ch = s0 % chunks
         depth = count = filled = 0
         for _ in range(s0, s1):
-            m = min(_STEP, row_len - ch * _STEP)
-            o = off + ch * _STEP * row_stride
+            m = min(_CHUNK, row_len - ch * _CHUNK)
+            o = off + ch * _CHUNK * row_stride
             for t in range(w):
-                acc[t] = _combine(op, acc[t], _chunks(a, o + t * lane_stride, m, row_stride, ta,
-                                                      code, op, buf, acc8, part))
+                acc[t] = _combine(op, acc[t], _chunk(a, o + t * lane_stride, m, row_stride, ta,
+                                                     code, op, buf, acc8))
             filled += 1
             if filled == block:
                 depth, count = _push(stack, depth, count, acc, w, op)
@@ -916,7 +875,7 @@ def _reduce_kernel(free_shape, offs, strides, lanes, lane_w, row_len, row_stride
     for ax in range(nf - 1):
         outer *= free_shape[ax]
     units = outer * tiles
-    steps = (row_len + _STEP - 1) // _STEP
+    steps = (row_len + _CHUNK - 1) // _CHUNK
     for ax in range(walk_shape.shape[0]):
         steps *= walk_shape[ax]
     op = codes[0]
@@ -1225,8 +1184,8 @@ def _reduce_prep(out_layout, c_layout, a_layout, threads):
     lanes = free_shape[-1]
     lane_w = min(lanes, _LANES if row_len == 1 else max(4, _ROW_BLOCK // max(row_len, 1)))
     units = math.prod(free_shape[:-1]) * _ceil_div(lanes, lane_w)
-    steps = math.prod(shape[ax] for ax in walk) * _ceil_div(row_len, _STEP)
-    work = steps * lane_w * min(row_len, _STEP)
+    steps = math.prod(shape[ax] for ax in walk) * _ceil_div(row_len, _CHUNK)
+    work = steps * lane_w * min(row_len, _CHUNK)
     nsplit = max(1, min(steps, 2 * threads // units, work // (1 << 15)))
     blocks = _ceil_div(_ceil_div(steps, nsplit), _BLOCK if row_len <= _CHUNK else 1)
     return (np.array(free_shape, np.int64), np.array([g[0] for g in geometry], np.int64),
