@@ -139,16 +139,21 @@ def test_permute_matches_reference(data, shape, dtypes, unary, alpha):
     assert_same(out, want, exact=unary in EXACT_UNARIES and dtypes[0].kind != "c")
 
 
-@pytest.mark.parametrize("dtype", [F32, F64, C128, F16])
+@pytest.mark.parametrize("dtypes", [(F32, F32), (F64, F64), (C128, C128), (F16, F16),
+                                    (F32, BF16), (BF16, F64), (C64, C64)])
 @pytest.mark.parametrize("axes", [(1, 0), (3, 1, 0, 2), (2, 0, 1)])
-def test_permute_tiles(dtype, axes):
-    """Extents that are not multiples of the tile, on both tiled axes."""
+@pytest.mark.parametrize("unary", [Unary.NEGATE, Unary.IDENTITY])
+def test_permute_tiles(dtypes, axes, unary):
+    """Scaled and converting permutations (tiles through a buffer, transposed by vector
+    blocks): extents that are not multiples of the tile or the block, on both tiled axes."""
     shape = (70, 45, 3, 33)[: len(axes)]
-    a = values(np.random.default_rng(0), shape, dtype)
+    a = values(np.random.default_rng(0), shape, dtypes[0])
     view = a.transpose(axes)
-    out = np.empty(view.shape, dtype)
-    cpu.permute(out, view, alpha=3, unary=Unary.NEGATE, compute=compute_for(dtype))
-    assert_same(out, (-3 * view.astype(compute_for(dtype))).astype(dtype))
+    out = np.empty(view.shape, dtypes[1])
+    compute = compute_for(*dtypes)
+    cpu.permute(out, view, alpha=3, unary=unary, compute=compute)
+    sign = -1 if unary is Unary.NEGATE else 1
+    assert_same(out, (sign * 3 * view.astype(compute)).astype(dtypes[1]))
 
 
 @pytest.mark.parametrize("dtype", SAME)

@@ -201,7 +201,10 @@ def _storage_value_impl(out, v, fmt):
 @njit(**_JIT)
 def _store_row(out, off, stride, buf, b0, bstride, n, fmt):
     """out[off + i * stride] = buf[b0 + i * bstride] for i < n, converted to out's storage."""
-    if stride == 1:
+    if stride == 1 and bstride == 1:  # unit strides as literals: a vector loop
+        for i in range(n):
+            out[_U(off + i)] = _storage_value(out, buf[_U(b0 + i)], fmt)
+    elif stride == 1:
         for i in range(n):
             out[_U(off + i)] = _storage_value(out, buf[_U(b0 + i * bstride)], fmt)
     else:
@@ -496,6 +499,35 @@ def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq):
     return impl
 
 
+@njit(**_JIT)
+def _load_tile(buf, a, src, sap, saq, mp, mq, mark, code, scale, alpha):
+    """buf[i * mq + j] = alpha * unary(a[src + i*sap + j*saq]) for i < mp, j < mq, in the
+    compute type (alpha's)."""
+    if code == _IDENTITY and saq == 1:  # branch-free body with unit stride: a vector loop
+        for i in range(mp):
+            s, b = src + i * sap, i * mq
+            for j in range(mq):
+                v = _like(_load(a[_U(s + j)], mark), alpha)
+                w = alpha * v
+                buf[b + j] = w if scale else v
+        return
+    for i in range(mp):
+        s, b = src + i * sap, i * mq
+        for j in range(mq):
+            v = _unary(code, _like(_load(a[_U(s + j * saq)], mark), alpha))
+            buf[b + j] = alpha * v if scale else v
+
+
+def _same_dtype(x, y):
+    """Whether arrays x and y hold the same type (decided when compiling)."""
+
+
+@overload(_same_dtype, jit_options=_JIT)
+def _same_dtype_impl(x, y):
+    same = x.dtype == y.dtype
+    return lambda x, y: same
+
+
 def _tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt, scal):
     """out = scale(unary(a)) tile by tile (tiles: [along p, along q, group]); tiles are
     taken in groups of group x group so that the pages one thread touches stay few (TLB
@@ -529,12 +561,15 @@ def _tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt, sca
         if code < 0:
             _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq)
             continue
-        buf = np.empty(mp * mq, scal.dtype)
-        for i in range(mp):  # read rows along a's fastest axis q
-            _load_row(buf[i * mq:], mq, a, src + i * sap, saq, ta, _IDENTITY, False, scal[0])
-        _transform(buf, mp * mq, code, scale, scal[0])
-        for j in range(mq):  # write rows along out's fastest axis p (a column of buf)
-            _store_row(out, dst + j * soq, sop, buf, j, mq, mp, fmt)
+        buf = np.empty(2 * mp * mq, scal.dtype)
+        _load_tile(buf, a, src, sap, saq, mp, mq, ta[0], code, scale, scal[0])
+        if _same_dtype(out, scal):  # out stores the compute type: no conversion pass
+            _copy_tile(out, buf, dst, 0, sop, soq, mq, 1, mp, mq)
+            continue
+        flipped = buf[mp * mq:]
+        _copy_tile(flipped, buf, 0, 0, 1, mp, mq, 1, mp, mq)  # transposed in registers
+        for j in range(mq):  # write rows along out's fastest axis p
+            _store_row(out, dst + j * soq, sop, flipped, j * mp, 1, mp, fmt)
 
 
 _PERMUTE = _twins(_tiles_kernel)
