@@ -115,6 +115,11 @@ def _permute_into(axes):
     }
 
 
+def _scaled_narrowing_transpose_into(out, a):
+    """out = 2 a^T stored in float16, the NumPy way (one ufunc call casting on output)."""
+    return np.multiply(a.T, np.float32(2), out=out)
+
+
 def _permuted(shape, axes):
     return tuple(shape[ax] for ax in axes)
 
@@ -208,6 +213,12 @@ def workloads():
                limit="copy", traffic=lambda a: 2 * a.nbytes),
         _dense("transpose-8192x8192-f32-into", [((8192, 8192), f32)], _permute_into((1, 0)),
                limit="copy", traffic=lambda a: 2 * a.nbytes, into=((8192, 8192), f32)),
+        _dense("transpose-4096x4096-f32-x2-to-f16-into", [((4096, 4096), f32)],
+               {"tenalg": lambda out, a: ta.permute(a, (1, 0), alpha=2, out=out),
+                "numpy": _scaled_narrowing_transpose_into,
+                "torch": lambda out, a: torch.mul(a.t(), 2, out=out)},
+               limit="copy", traffic=lambda a: a.nbytes * 3 // 2, quick=True,
+               into=((4096, 4096), f16)),
         _dense(_TRINARY, _TRINARY_INPUTS,
                {"tenalg": _tenalg_trinary, "numpy": _trinary, "torch": _trinary},
                limit="copy", traffic=_trinary_bytes, quick=True),
