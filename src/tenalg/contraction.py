@@ -18,6 +18,7 @@ fused epilogue pass.  A sum_product runs pairwise along an opt_einsum path.
 True
 """
 
+import contextlib
 import itertools
 import math
 
@@ -189,6 +190,7 @@ class _Side:
             self.plan = Plan(Operation.reduction(source, **target))
         else:
             self.plan = Plan(Operation.permutation(source, **target))
+        self.beside_gemm = _beside_gemm(self.plan)
 
     def prepare(self, array, alpha):
         """The operand as a ``(*batch, rows, cols)`` array in the compute type."""
@@ -196,7 +198,8 @@ class _Side:
             return self.view(array)
         scale = alpha if self.alpha else 1
         if self.streams is None:
-            return self.plan.execute(self.view(array), alpha=scale).reshape(self.shape)
+            with self.beside_gemm():
+                return self.plan.execute(self.view(array), alpha=scale).reshape(self.shape)
         x = self.view(array).transpose(self.streams)
         result = np.empty(self.target_shape, self.compute)
         if self.conjugate_copy:
@@ -407,10 +410,11 @@ class Pairwise:
 
             plan = self._epilogues[t.dtype, plain] = Plan(operation)
         t = t if t.flags.c_contiguous else np.array(t, order="C")
-        if plain:
-            plan.execute_into(out, t, alpha=alpha)
-        else:
-            plan.execute_into(out, t, c, alpha=alpha, beta=beta)
+        with _beside_gemm(plan)():
+            if plain:
+                plan.execute_into(out, t, alpha=alpha)
+            else:
+                plan.execute_into(out, t, c, alpha=alpha, beta=beta)
 
     # -- explanation --------------------------------------------------------------------
     def explain(self):
@@ -433,6 +437,16 @@ class Pairwise:
             lines.append(f"output: through a buffer, then one pass ({how})")
         lines.append(f"FLOPs: {flops(self.op):.3g}, bytes: {traffic(self.op):.3g}")
         return lines
+
+
+def _beside_gemm(plan):
+    """The context a copy plan runs in next to the GEMM: the Numba kernels on one thread
+    (:func:`tenalg.kernels.cpu.one_thread`), other backends as they are."""
+    if plan.backend != "cpu":
+        return contextlib.nullcontext
+    from .kernels.cpu import one_thread
+
+    return one_thread
 
 
 def _method(side):

@@ -466,3 +466,15 @@ def test_narrowing_to_16_bits_rounds_once_to_nearest_even(source, target):
     nan = np.isnan(x)
     assert np.isnan(out[nan].astype(F32)).all()
     assert np.array_equal(out[~nan].view(np.uint16), want[~nan].view(np.uint16))
+
+
+def test_one_thread_restores_the_thread_count():
+    """Kernels beside a GEMM run on one thread; the count comes back, even on an error."""
+    import numba
+
+    before = numba.get_num_threads()
+    with pytest.raises(ZeroDivisionError), cpu.one_thread():
+        assert numba.get_num_threads() == 1
+        assert cpu._threads(1 << 30) == 1  # the serial twins run
+        1 / 0  # noqa: B018
+    assert numba.get_num_threads() == before

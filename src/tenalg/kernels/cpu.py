@@ -18,13 +18,14 @@ stores round to nearest even in :func:`_encode16`.
 [[0.0, 6.0], [2.0, 8.0], [4.0, 10.0]]
 """
 
+import contextlib
 import functools
 import math
 
 import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
-from numba import get_num_threads, njit, prange, types
+from numba import get_num_threads, njit, prange, set_num_threads, types
 from numba.extending import intrinsic, overload
 
 from ..descriptors import Binary, Reduce, Unary
@@ -1016,6 +1017,22 @@ def _threads(work):
 def _codes(*codes):
     """The integer codes of a kernel call as an array (cached, so never written)."""
     return np.array(codes, np.int64)
+
+
+@contextlib.contextmanager
+def one_thread():
+    """The kernels run inside on the calling thread alone: for work next to BLAS calls.
+
+    After a parallel kernel Numba's workers spin for milliseconds on the cores that the
+    next GEMM's threads need, and OpenBLAS's threads spin after a GEMM on those that the
+    kernels' workers need.  Memory-bound conversions lose little on one thread.
+    """
+    threads = get_num_threads()
+    set_num_threads(1)
+    try:
+        yield
+    finally:
+        set_num_threads(threads)
 
 
 def _launch(twins, threads, *args):
