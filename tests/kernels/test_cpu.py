@@ -478,3 +478,30 @@ def test_one_thread_restores_the_thread_count():
         assert cpu._threads(1 << 30) == 1  # the serial twins run
         1 / 0  # noqa: B018
     assert numba.get_num_threads() == before
+
+
+@pytest.mark.parametrize("dtypes", [(d, d) for d in SAME] + MIXED)
+@pytest.mark.parametrize("n", [cpu._LONG_ROW, 3 * cpu._LONG_ROW + 77])
+def test_reduce_long_contiguous_rows(dtypes, n):
+    """Sums of long contiguous rows (their own kernel: each row read to its end, pairwise
+    over chunks) into a strided output, with alpha, beta and C: as the reference, and
+    within a few units of the compute type's rounding of the sum of magnitudes."""
+    rng = np.random.default_rng(n)
+    a = values(rng, (4, 6, n), dtypes[0])
+    out = np.full((6, 4), np.nan, dtypes[1]).T  # a transposed output
+    c = values(rng, (4, 6), dtypes[1])
+    want = np.empty((4, 6), dtypes[1])
+    layout = cpu._reduce_prep(cpu._layout(out), cpu._layout(c), cpu._layout(a), 2)
+    assert layout[6] == 1 and layout[7].size == 0 and layout[5] == n  # the row-sum case
+    compute = compute_for(*dtypes)
+    kw = dict(op=Reduce.SUM, alpha=-2, beta=0.5, c=c, unary_a=Unary.IDENTITY,
+              unary_c=Unary.IDENTITY, compute=compute)
+    reference.reduce(want, a, **kw)
+    cpu.reduce(out, a, **kw)
+    assert_same(out, want, exact=False)
+    wide = a.astype(np.complex128)
+    exact = -2 * wide.sum(axis=2) + 0.5 * c.astype(np.complex128)
+    bound = 2 * np.abs(wide).sum(axis=2) + 0.5 * np.abs(c.astype(np.complex128))
+    rounding = np.finfo(compute).eps * 16 + (np.finfo(dtypes[1]).eps
+                                             if dtypes[1].itemsize == 2 else 0)
+    assert (np.abs(out.astype(np.complex128) - exact) <= rounding * bound).all()

@@ -66,6 +66,9 @@ _CHUNK = 128   # row chunk summed pairwise by the reduction (NumPy's block size)
 _BLOCK = 16    # contributions accumulated naively before entering the cascade
 _LANES = 256   # outputs reduced side by side when the innermost axis is free
 _ROW_BLOCK = 1 << 14  # elements read per step (lanes x row) when the innermost axis is reduced
+# sums of contiguous rows at least this long, into at least so many outputs, read each row
+# to its end in a kernel of their own (_row_sums_kernel)
+_LONG_ROW, _MIN_ROW_SUMS = 1 << 10, 16
 # Below these sizes NumPy's reference path has lower overhead (measured on contiguous data)
 _MIN_ELEMENTS = {"permutation": 1 << 15, "reduction": 1 << 19, "elementwise_binary": 1 << 18,
                  "elementwise_trinary": 1 << 18}
@@ -939,6 +942,62 @@ def _reduce_kernel(free_shape, offs, strides, lanes, lane_w, row_len, row_stride
 _REDUCE = _twins(_reduce_kernel)
 
 
+@njit(**{**_JIT, "fastmath": {"reassoc"}})
+def _sum_chunk(x, off, mark, buf):
+    """The sum of the _CHUNK elements x[off:off + _CHUNK] widened: a fixed trip count,
+    which LLVM vectorises with many accumulators and no remainder loop."""
+    buf[0] = 0
+    r = buf[0]
+    for i in range(off, off + _CHUNK):
+        r += _load(x[_U(i)], mark)
+    return r
+
+
+@njit(**_JIT)
+def _row_sum(x, off, n, mark, buf, stack):
+    """The sum of the contiguous row x[off:off + n] widened, pairwise: _CHUNK-element
+    chunks, merged in a cascade (``stack``: one partial sum per level)."""
+    depth = 0
+    for c0 in range(0, n - n % _CHUNK, _CHUNK):
+        r = _sum_chunk(x, off + c0, mark, buf)
+        k = c0 // _CHUNK + 1  # chunks so far: merge while their count is even
+        while k % 2 == 0:
+            depth -= 1
+            r = stack[depth] + r
+            k //= 2
+        stack[depth] = r
+        depth += 1
+    r = _sum_run(x, off + n - n % _CHUNK, n % _CHUNK, 1, mark, buf)
+    for d in range(depth - 1, -1, -1):
+        r = stack[d] + r
+    return r
+
+
+def _row_sums_kernel(free_shape, offs, strides, row_len, levels, out, c, tc, a, ta, codes,
+                     scal):
+    """Sums of contiguous rows: each output reads its row from start to end (switching
+    rows every few KB halves the read rate), threads share the outputs.  Arguments as
+    :func:`_reduce_kernel`'s."""
+    nf = free_shape.shape[0]
+    lanes = free_shape[nf - 1]
+    outer = 1
+    for ax in range(nf - 1):
+        outer *= free_shape[ax]
+    mark = ta[0]
+    for u in prange(outer * lanes):
+        base = np.empty(3, np.int64)
+        _offsets(u // lanes, free_shape, strides, nf - 1, offs, base)
+        t = u % lanes
+        res = np.empty(1, scal.dtype)
+        stack = np.empty(levels, scal.dtype)
+        res[0] = _row_sum(a, base[2] + t * strides[2, nf - 1], row_len, mark, res, stack)
+        _finish(res, 1, out, base[0] + t * strides[0, nf - 1], 0, c,
+                base[1] + t * strides[1, nf - 1], 0, tc, codes, scal)
+
+
+_ROW_SUMS = _twins(_row_sums_kernel)
+
+
 # --------------------------------------------------------------------------------------
 # Python side: flat views and layout choices
 
@@ -1263,8 +1322,14 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     prep = _reduce_prep(_layout(out), _layout(c), _layout(a), threads)
     codes = _codes(_OPS[Reduce.coerce(op)], _unary_code(unary_a, compute),
                    _unary_code(unary_c, compute), alpha != 1, use_c, beta != 1, _fmt(out))
-    _launch(_REDUCE, threads, *prep, _memory(out), _memory(c), _mark(c),
-            _memory(a), _mark(a), codes, _scalars((alpha, beta), compute))
+    arrays = (_memory(out), _memory(c), _mark(c), _memory(a), _mark(a), codes,
+              _scalars((alpha, beta), compute))
+    free_shape, offs, strides, lanes, _, row_len, row_stride, walk_shape, *_ = prep
+    if (codes[0] == 0 and codes[1] == _IDENTITY and row_stride == 1 and not walk_shape.size
+            and row_len >= _LONG_ROW and out.size >= _MIN_ROW_SUMS):
+        _launch(_ROW_SUMS, threads, free_shape, offs, strides, row_len, prep[-1], *arrays)
+        return
+    _launch(_REDUCE, threads, *prep, *arrays)
 
 
 def elementwise(out, inputs, *, unaries, op_ab, op_abc, scalars, compute):
