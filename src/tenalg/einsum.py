@@ -20,7 +20,6 @@ plans in a thread-safe LRU cache keyed by expression, layouts and options.
 """
 
 import collections
-import contextlib
 import string
 import threading
 
@@ -442,8 +441,10 @@ class PlanCache:
     def get(self, key, build):
         plan = self._plans.get(key)  # a hit needs no lock: each dict call is atomic
         if plan is not None:
-            with contextlib.suppress(KeyError):  # another thread evicted it meanwhile
+            try:  # noqa: SIM105 - contextlib.suppress costs 0.8 us a hit, try 0.1 us
                 self._plans.move_to_end(key)
+            except KeyError:  # another thread evicted it meanwhile
+                pass
             return plan
         plan = build()
         with self._lock:
