@@ -398,8 +398,8 @@ class Pairwise:
                 np.multiply(t, alpha, out=t)
             np.copyto(self.cast_view(out), t, casting="unsafe")
             return
-        plan = self._epilogues.get((t.dtype, plain))
-        if plan is None:
+        epilogue = self._epilogues.get((t.dtype, plain))
+        if epilogue is None:
             op = self.op
             source = Operand(TensorDescriptor.contiguous(self.buffer_shape, t.dtype),
                              self.buffer_modes)
@@ -408,9 +408,11 @@ class Pairwise:
                          else Operation.reduction(source, op.addend, **target))
             from .plan import Plan
 
-            plan = self._epilogues[t.dtype, plain] = Plan(operation)
+            plan = Plan(operation)
+            epilogue = self._epilogues[t.dtype, plain] = plan, _beside_gemm(plan)
+        plan, beside_gemm = epilogue
         t = t if t.flags.c_contiguous else np.array(t, order="C")
-        with _beside_gemm(plan)():
+        with beside_gemm():
             if plain:
                 plan.execute_into(out, t, alpha=alpha)
             else:
