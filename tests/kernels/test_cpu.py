@@ -505,3 +505,26 @@ def test_reduce_long_contiguous_rows(dtypes, n):
     rounding = np.finfo(compute).eps * 16 + (np.finfo(dtypes[1]).eps
                                              if dtypes[1].itemsize == 2 else 0)
     assert (np.abs(out.astype(np.complex128) - exact) <= rounding * bound).all()
+
+
+@pytest.mark.parametrize("dtypes", [(d, d) for d in SAME] + MIXED)
+@pytest.mark.parametrize("op", list(Reduce))
+def test_reduce_plane_in_two_passes(dtypes, op):
+    """A short contiguous reduced row that continues the lane axis (sum over axes (0, 2) of
+    a C array) runs as two passes: the outer axes into the (lane, row) plane, then the
+    rows; as the reference, alpha, beta, C and NaN included."""
+    if "c" in (dtypes[0].kind, dtypes[1].kind) and op in (Reduce.MIN, Reduce.MAX):
+        op = Reduce.SUM
+    rng = np.random.default_rng(11)
+    a = values(rng, (9, 5, 7, 6), dtypes[0])
+    a[2, 1, 3, 4] = np.nan
+    view = a.transpose(1, 2, 0, 3)  # free (5, 7), reduced (9, 6): rows of 6 continue axis 7
+    assert cpu._plane_split(cpu._layout(view), 2) is not None
+    assert cpu._plane_split(cpu._layout(a.transpose(1, 3, 0, 2)), 2) is None  # lane inner
+    c = values(rng, (5, 7), dtypes[1])
+    out, want = np.empty((7, 5), dtypes[1]).T, np.empty((5, 7), dtypes[1])
+    kw = dict(op=op, alpha=0.5, beta=-1, c=c, unary_a=Unary.ABS, unary_c=Unary.NEGATE,
+              compute=compute_for(*dtypes))
+    reference.reduce(want, view, **kw)
+    cpu.reduce(out, view, **kw)
+    assert_same(out, want, exact=op in (Reduce.MIN, Reduce.MAX))

@@ -1305,6 +1305,29 @@ def _reduce_prep(out_layout, c_layout, a_layout, threads):
             np.array([a_st[ax] for ax in walk], np.int64), nsplit, blocks.bit_length() + 1)
 
 
+@functools.lru_cache(maxsize=1024)
+def _plane_split(a_layout, k):
+    """A reduction whose short contiguous reduced row continues the innermost free (lane)
+    axis, over more axes than that row (sum over axes (0, 2) of a C array): lane and row
+    form one contiguous plane.  Returns (shape, byte strides) of a's view with the plane
+    merged into the lane axis and the row dropped, the lane axis and the row's extent;
+    else None."""
+    shape, strides, dtype = a_layout
+    free = [ax for ax in range(k) if shape[ax] > 1]
+    red = [ax for ax in range(k, len(shape)) if shape[ax] > 1]
+    if not free or len(red) < 2:
+        return None
+    lane = min(free, key=lambda ax: abs(strides[ax]))
+    row = min(red, key=lambda ax: abs(strides[ax]))
+    n = shape[row]
+    if strides[row] != dtype.itemsize or n > _CHUNK or strides[lane] != n * dtype.itemsize:
+        return None
+    keep = [ax for ax in range(len(shape)) if ax != row]
+    view_shape = [shape[ax] * (n if ax == lane else 1) for ax in keep]
+    view_strides = [dtype.itemsize if ax == lane else strides[ax] for ax in keep]
+    return tuple(view_shape), tuple(view_strides), lane, n
+
+
 def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     """out = cast(alpha * R(unary_a(a)) + beta * unary_c(c)); a's trailing axes reduced.
 
@@ -1315,6 +1338,17 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     [3.0, 12.0]
     """
     if out.size == 0:
+        return
+    split = _plane_split(_layout(a), out.ndim)
+    if split is not None:  # two streaming passes beat reducing short rows one by one
+        view_shape, view_strides, lane, n = split
+        plane = np.empty(view_shape[:out.ndim], compute)
+        reduce(plane, np.lib.stride_tricks.as_strided(a, view_shape, view_strides), op=op,
+               alpha=1, beta=0, c=None, unary_a=unary_a, unary_c=Unary.IDENTITY,
+               compute=compute)
+        rows = plane.reshape(out.shape[:lane] + (out.shape[lane], n) + out.shape[lane + 1:])
+        reduce(out, np.moveaxis(rows, lane + 1, -1), op=op, alpha=alpha, beta=beta, c=c,
+               unary_a=Unary.IDENTITY, unary_c=unary_c, compute=compute)
         return
     use_c = c is not None and beta != 0
     c = c if use_c else out
