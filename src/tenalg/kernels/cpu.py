@@ -954,23 +954,17 @@ def _sum_chunk(x, off, mark, buf):
 
 
 @njit(**_JIT)
-def _row_sum(x, off, n, mark, buf, stack):
+def _row_sum(x, off, n, mark, buf, stack, acc):
     """The sum of the contiguous row x[off:off + n] widened, pairwise: _CHUNK-element
-    chunks, merged in a cascade (``stack``: one partial sum per level)."""
-    depth = 0
-    for c0 in range(0, n - n % _CHUNK, _CHUNK):
-        r = _sum_chunk(x, off + c0, mark, buf)
-        k = c0 // _CHUNK + 1  # chunks so far: merge while their count is even
-        while k % 2 == 0:
-            depth -= 1
-            r = stack[depth] + r
-            k //= 2
-        stack[depth] = r
-        depth += 1
-    r = _sum_run(x, off + n - n % _CHUNK, n % _CHUNK, 1, mark, buf)
-    for d in range(depth - 1, -1, -1):
-        r = stack[d] + r
-    return r
+    chunks pushed on the cascade ``stack`` (levels, 1) of :func:`_push`."""
+    depth = count = 0
+    for c0 in range(0, n, _CHUNK):
+        m = min(_CHUNK, n - c0)
+        acc[0] = (_sum_chunk(x, off + c0, mark, buf) if m == _CHUNK
+                  else _sum_run(x, off + c0, m, 1, mark, buf))
+        depth, count = _push(stack, depth, count, acc, 1, 0)
+    _fold(stack, depth, acc, 1, 0, acc)
+    return acc[0]
 
 
 def _row_sums_kernel(free_shape, offs, strides, row_len, levels, out, c, tc, a, ta, codes,
@@ -988,9 +982,9 @@ def _row_sums_kernel(free_shape, offs, strides, row_len, levels, out, c, tc, a, 
         base = np.empty(3, np.int64)
         _offsets(u // lanes, free_shape, strides, nf - 1, offs, base)
         t = u % lanes
-        res = np.empty(1, scal.dtype)
-        stack = np.empty(levels, scal.dtype)
-        res[0] = _row_sum(a, base[2] + t * strides[2, nf - 1], row_len, mark, res, stack)
+        res, buf = np.empty(1, scal.dtype), np.empty(1, scal.dtype)
+        stack = np.empty((levels, 1), scal.dtype)
+        res[0] = _row_sum(a, base[2] + t * strides[2, nf - 1], row_len, mark, buf, stack, res)
         _finish(res, 1, out, base[0] + t * strides[0, nf - 1], 0, c,
                 base[1] + t * strides[1, nf - 1], 0, tc, codes, scal)
 
@@ -1361,7 +1355,8 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     free_shape, offs, strides, lanes, _, row_len, row_stride, walk_shape, *_ = prep
     if (codes[0] == 0 and codes[1] == _IDENTITY and row_stride == 1 and not walk_shape.size
             and row_len >= _LONG_ROW and out.size >= _MIN_ROW_SUMS):
-        _launch(_ROW_SUMS, threads, free_shape, offs, strides, row_len, prep[-1], *arrays)
+        levels = _ceil_div(row_len, _CHUNK).bit_length() + 1  # the cascade's depth
+        _launch(_ROW_SUMS, threads, free_shape, offs, strides, row_len, levels, *arrays)
         return
     _launch(_REDUCE, threads, *prep, *arrays)
 
