@@ -528,3 +528,15 @@ def test_reduce_plane_in_two_passes(dtypes, op):
     reference.reduce(want, view, **kw)
     cpu.reduce(out, view, **kw)
     assert_same(out, want, exact=op in (Reduce.MIN, Reduce.MAX))
+
+
+def test_reduce_lane_tiles():
+    """More free outputs than one lane tile (_LANES), the last tile partial: a sum over
+    axis 0 of a wide C matrix, as the reference."""
+    a = values(np.random.default_rng(12), (37, 2 * cpu._LANES + 5), F32)
+    out, want = np.empty(a.shape[1], F32), np.empty(a.shape[1], F32)
+    kw = dict(op=Reduce.SUM, alpha=1, beta=0, c=None, unary_a=Unary.IDENTITY,
+              unary_c=Unary.IDENTITY, compute=F32)
+    reference.reduce(want, a.T, **kw)
+    cpu.reduce(out, a.T, **kw)
+    assert_same(out, want, exact=False)
