@@ -203,3 +203,58 @@ def test_times_lower_skips_only_zeros(k):
     want = np.einsum("ganb,gbk->gank", dense, lf)
     got = batched.times_lower(blocks, lf, batched.Workspace(), "x")
     np.testing.assert_allclose(got, want, atol=1e-13)
+
+
+def test_chunks_on_worker_threads_match_single_trains(monkeypatch):
+    """Groups cut into many chunks run on several threads: every operation gives the
+    single-train results, whichever thread ran a chunk, and BLAS gets its threads back."""
+    import numba
+    from threadpoolctl import threadpool_info
+
+    monkeypatch.setattr(pack_module, "CHUNK", 2)
+    blas = [x["num_threads"] for x in threadpool_info() if x["user_api"] == "blas"]
+    a = [rand(DIMS, 2, seed=s) for s in range(9)]
+    b = [rand(DIMS, 2, seed=30 + s) for s in range(9)]
+    b[4] = a[4]
+    ran_on = set()
+    run = pack_module.run
+
+    def recording(*args):
+        import threading
+
+        ran_on.add(threading.get_ident())
+        return run(*args)
+
+    monkeypatch.setattr(pack_module, "run", recording)
+    p = tt.add(tt.TrainPack([a[:3], a[3:6], a[6:]]), tt.TrainPack([b[:3], b[3:6], b[6:]]))
+    dots = tt.dot(tt.TrainPack([a[:3], a[3:6], a[6:]]), tt.TrainPack([b[:3], b[3:6], b[6:]]))
+    p.round_(1e-10)
+    norms = tt.norm(p)
+    if numba.get_num_threads() > 1:
+        assert len(ran_on) > 1
+    for i, pos in enumerate(p.positions()):
+        single = tt.round(a[i] + b[i], 1e-10)
+        assert p[pos].ranks == single.ranks and (i != 4 or single.ranks == a[4].ranks)
+        np.testing.assert_allclose(p[pos].to_dense(), single.to_dense(), atol=1e-12)
+        np.testing.assert_allclose(dots[pos], tt.dot(a[i], b[i]), rtol=1e-12)
+        np.testing.assert_allclose(norms[pos], tt.norm(single), rtol=1e-12)
+    assert [x["num_threads"] for x in threadpool_info() if x["user_api"] == "blas"] == blas
+
+
+def test_failed_pack_rounding_changes_no_train(monkeypatch):
+    """A chunk that fails (here the third of five) leaves every train as it was."""
+    monkeypatch.setattr(pack_module, "CHUNK", 2)
+    run, calls = pack_module.run, []
+
+    def failing(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise np.linalg.LinAlgError("injected")
+        return run(*args)
+
+    monkeypatch.setattr(pack_module, "run", failing)
+    p = tt.add(tt.TrainPack([rand(DIMS, 2, seed=s) for s in range(10)]),
+               tt.TrainPack([rand(DIMS, 2, seed=s) for s in range(10)]))
+    with pytest.raises(np.linalg.LinAlgError, match="injected"):
+        p.round_(1e-8)
+    assert all(p[pos].version == 0 and p[pos].summands is not None for pos in p.positions())

@@ -24,7 +24,7 @@ BLOCK = 128  # matrices factored side by side
 MIN_STACK = 16  # smaller stacks go to LAPACK
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, error_model="numpy", nogil=True)
 def _factor(a, c, inv):
     """Lower Cholesky factors of the stack a (g, n, n) (lower triangle read) into c and
     their inverses into inv; False when a pivot is not positive."""

@@ -38,7 +38,7 @@ _U = float(np.finfo(np.float64).eps)
 # no fastmath "contract": a loop's vector body and its scalar remainder would fuse
 # multiply-adds differently (seen in cached builds), and a matrix's result would then
 # depend on its position in the block
-_JIT = {"cache": True, "error_model": "numpy"}
+_JIT = {"cache": True, "error_model": "numpy", "nogil": True}
 
 
 @numba.njit(**_JIT)

@@ -71,6 +71,7 @@ class TensorTrain:
                     f"but core {k + 1} has left rank {cores[k + 1].lr}"
                 )
         self._cores, self._storage, self._dtype = tuple(cores), storage, np.dtype(dtype)
+        self._dims = tuple(c.dd for c in cores)
         self._version = getattr(self, "_version", -1) + 1
 
     @classmethod
@@ -106,7 +107,7 @@ class TensorTrain:
 
     cores = property(lambda self: self._cores, doc="The cores, as a tuple of TensorCores.")
     ncores = property(lambda self: len(self._cores), doc="Number of cores d.")
-    dims = property(lambda self: tuple(c.dd for c in self._cores), doc="(n_1, ..., n_d).")
+    dims = property(lambda self: self._dims, doc="(n_1, ..., n_d).")
     dtype = property(lambda self: self._dtype, doc="Element type of every core.")
     storage = property(lambda self: self._storage, doc="Storage model of every core.")
     version = property(lambda self: self._version, doc="Bumped by every in-place operation.")
@@ -239,7 +240,8 @@ class LazySum(TensorTrain):
 
     def __init__(self, a, b):
         self._sum_of, self._built = (a.cores, b.cores), None
-        self._storage, self._dtype, self._version = a.storage, common_dtype([a.dtype, b.dtype]), 0
+        dtype = a.dtype if a.dtype == b.dtype else common_dtype([a.dtype, b.dtype])
+        self._storage, self._dtype, self._dims, self._version = a.storage, dtype, a.dims, 0
 
     @property
     def _cores(self):
@@ -263,8 +265,6 @@ class LazySum(TensorTrain):
         a, b = self._sum_of
         return (1, *(x.rr + y.rr for x, y in zip(a[:-1], b[:-1], strict=True)), 1)
 
-    dims = property(lambda self: TensorTrain.dims.fget(self) if self._sum_of is None
-                    else tuple(c.dd for c in self._sum_of[0]))
     ncores = property(lambda self: len(self._sum_of[0] if self._sum_of else self._cores))
     closed = property(lambda self: self._sum_of is not None or TensorTrain.closed.fget(self))
     empty = property(lambda self: self._sum_of is None and TensorTrain.empty.fget(self))
