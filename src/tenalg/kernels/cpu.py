@@ -62,6 +62,8 @@ _VECTOR_BITS = 512 if "+avx512f" in llvm.get_host_cpu_features().flatten() else 
 _ROW_RUN, _ROW_TILE = 256, 1 << 15  # row tiles: bytes of out in one run (8 rows at least), in all
 _ROW_PIECE = 1 << 13  # longer rows are split into pieces of this many elements (threads share them)
 _ROW = 512     # elements per unit of the elementwise row kernel
+_TASKS = 256   # units are dealt out in at most this many tasks (allocations once per task:
+# 3 allocations per 512-element unit made the fused trinary 2x slower)
 _CHUNK = 128   # row chunk summed pairwise by the reduction (NumPy's block size)
 _BLOCK = 16    # contributions accumulated naively before entering the cascade
 _LANES = 4096  # outputs reduced side by side when the innermost axis is free (long runs per
@@ -376,10 +378,53 @@ def _offsets(r, shape, strides, last, offs, result):
 # elementwise rows
 
 
+def _direct_row(out, o, a, oa, b, ob, c, oc, m, codes, scal):
+    """out[o:o+m] = op_abc(op_ab(s0 a, s1 b), s2 c) in one pass over unit-stride rows
+    that all hold the (real) compute type, ops add or mul, no unary: the order of
+    operations of the buffered path, so the results are identical (times 1 is exact)."""
+
+
+@overload(_direct_row, jit_options=_JIT)
+def _direct_row_impl(out, o, a, oa, b, ob, c, oc, m, codes, scal):
+    if any(x.dtype != scal.dtype for x in (out, a, b, c)):
+        return lambda out, o, a, oa, b, ob, c, oc, m, codes, scal: None  # never called
+
+    def impl(out, o, a, oa, b, ob, c, oc, m, codes, scal):
+        s0, s1, s2 = scal[0], scal[1], scal[2]
+        add_ab, add_abc = codes[4] == 0, codes[5] == 0
+        if codes[0] == 1:
+            for i in range(m):
+                out[_U(o + i)] = s0 * a[_U(oa + i)]
+        elif codes[0] == 2 and add_ab:
+            for i in range(m):
+                out[_U(o + i)] = s0 * a[_U(oa + i)] + s1 * b[_U(ob + i)]
+        elif codes[0] == 2:
+            for i in range(m):
+                out[_U(o + i)] = (s0 * a[_U(oa + i)]) * (s1 * b[_U(ob + i)])
+        elif add_ab and add_abc:
+            for i in range(m):
+                out[_U(o + i)] = (s0 * a[_U(oa + i)] + s1 * b[_U(ob + i)]
+                                  + s2 * c[_U(oc + i)])
+        elif add_ab:
+            for i in range(m):
+                out[_U(o + i)] = ((s0 * a[_U(oa + i)] + s1 * b[_U(ob + i)])
+                                  * (s2 * c[_U(oc + i)]))
+        elif add_abc:
+            for i in range(m):
+                out[_U(o + i)] = ((s0 * a[_U(oa + i)]) * (s1 * b[_U(ob + i)])
+                                  + s2 * c[_U(oc + i)])
+        else:
+            for i in range(m):
+                out[_U(o + i)] = ((s0 * a[_U(oa + i)]) * (s1 * b[_U(ob + i)])
+                                  * (s2 * c[_U(oc + i)]))
+    return impl
+
+
 def _rows_kernel(shape, offs, strides, out, a, ta, b, tb, c, tc, codes, scal):
     """out = op_abc(op_ab(s0 u0(a), s1 u1(b)), s2 u2(c)) over rows of the last axis.
 
-    codes: [inputs, u0, u1, u2, op_ab, op_abc, fmt, scale0, scale1, scale2].
+    codes: [inputs, u0, u1, u2, op_ab, op_abc, fmt, scale0, scale1, scale2, direct]
+    (direct: every row is a unit-stride run of the compute type, see _direct_row).
     """
     nd = shape.shape[0]
     n = shape[nd - 1]
@@ -387,25 +432,31 @@ def _rows_kernel(shape, offs, strides, out, a, ta, b, tb, c, tc, codes, scal):
     outer = 1
     for ax in range(nd - 1):
         outer *= shape[ax]
-    for u in prange(outer * chunks):
+    units = outer * chunks
+    tasks = min(units, _TASKS)
+    for t in prange(tasks):  # a task's buffers serve all its units
         base = np.empty(4, np.int64)
-        _offsets(u // chunks, shape, strides, nd - 1, offs, base)
-        i0 = (u % chunks) * _ROW
-        m = min(_ROW, n - i0)
-        buf = np.empty(m, scal.dtype)
-        _load_row(buf, m, a, base[1] + i0 * strides[1, nd - 1], strides[1, nd - 1], ta,
-                  codes[1], codes[7], scal[0])
-        if codes[0] >= 2:
-            tmp = np.empty(m, scal.dtype)
-            _load_row(tmp, m, b, base[2] + i0 * strides[2, nd - 1], strides[2, nd - 1], tb,
-                      codes[2], codes[8], scal[1])
-            _accumulate(codes[4], buf, tmp, m)
-            if codes[0] == 3:
-                _load_row(tmp, m, c, base[3] + i0 * strides[3, nd - 1], strides[3, nd - 1],
-                          tc, codes[3], codes[9], scal[2])
-                _accumulate(codes[5], buf, tmp, m)
-        _store_row(out, base[0] + i0 * strides[0, nd - 1], strides[0, nd - 1], buf, 0, 1, m,
-                   codes[6])
+        buf, tmp = np.empty(_ROW, scal.dtype), np.empty(_ROW, scal.dtype)
+        for u in range(t * units // tasks, (t + 1) * units // tasks):
+            _offsets(u // chunks, shape, strides, nd - 1, offs, base)
+            i0 = (u % chunks) * _ROW
+            m = min(_ROW, n - i0)
+            if codes[10]:
+                _direct_row(out, base[0] + i0, a, base[1] + i0, b, base[2] + i0, c,
+                            base[3] + i0, m, codes, scal)
+                continue
+            _load_row(buf, m, a, base[1] + i0 * strides[1, nd - 1], strides[1, nd - 1], ta,
+                      codes[1], codes[7], scal[0])
+            if codes[0] >= 2:
+                _load_row(tmp, m, b, base[2] + i0 * strides[2, nd - 1], strides[2, nd - 1],
+                          tb, codes[2], codes[8], scal[1])
+                _accumulate(codes[4], buf, tmp, m)
+                if codes[0] == 3:
+                    _load_row(tmp, m, c, base[3] + i0 * strides[3, nd - 1],
+                              strides[3, nd - 1], tc, codes[3], codes[9], scal[2])
+                    _accumulate(codes[5], buf, tmp, m)
+            _store_row(out, base[0] + i0 * strides[0, nd - 1], strides[0, nd - 1], buf, 0, 1,
+                       m, codes[6])
 
 
 _ROWS = _twins(_rows_kernel)
@@ -1183,10 +1234,14 @@ def _run_rows(out, inputs, unaries, ops, scalars, compute):
     codes = ((len(inputs),) + tuple(_unary_code(u, compute) for u in unaries)
              + (_IDENTITY,) * (3 - len(unaries)) + tuple(_OPS[o] for o in ops)
              + (0,) * (2 - len(ops)) + (_fmt(out),)
-             + tuple(s != 1 for s in scalars) + (False,) * (3 - len(scalars)))
+             + tuple(s != 1 for s in scalars) + (False,) * (3 - len(scalars)) + (False,))
     shape, offs, strides, codes = _rows_prep(
         tuple(_layout(x) for x in (out, *inputs)), codes)
     pad = list(inputs) + [inputs[0]] * (3 - len(inputs))
+    # (real types only: times a complex 1 is not the identity on infinities)
+    codes[10] = (compute.kind == "f" and all(x.dtype == compute for x in (out, *inputs))
+                 and all(c == _IDENTITY for c in codes[1:4]) and max(codes[4:6]) <= 1
+                 and (strides[: 1 + len(inputs), -1] == 1).all())
     _launch(_ROWS, _threads(out.size * len(inputs)), shape, offs, strides,
             _memory(out), _memory(pad[0]), _mark(pad[0]), _memory(pad[1]),
             _mark(pad[1]), _memory(pad[2]), _mark(pad[2]), codes,
