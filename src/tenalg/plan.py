@@ -110,7 +110,7 @@ class Plan:
         self._allocate = allocator(op.output)
         self._scalar_cache = {}
         self._default_scalars = self._validate_scalars(None, None, None), True
-        self._kernel = self._direct = None
+        self._kernel = self._direct = self._fast = None
         self.loops = None
         if op.kind in ("contraction", "sum_product"):
             from .contraction import ContractionKernel
@@ -148,16 +148,19 @@ class Plan:
         self._module = cpu if use_cpu else reference
         self.backend = "cpu" if use_cpu else "reference"
         self._direct = None if use_cpu else runner
+        self._fast = _checked(runner, self._expected) if self._direct is not None else None
         if self._direct is not None:
             self.backend = "direct"
 
     # -- execution ----------------------------------------------------------------------
     def execute(self, *arrays, alpha=None, beta=None, gamma=None):
         """Run on ``arrays`` (inputs, then the addend C if any) into a new output."""
+        fast = self._fast
+        if fast is not None and alpha is None and beta is None and gamma is None:
+            out = fast(arrays)  # the common small call, checked in one pass
+            if out is not None:
+                return out
         direct = self._direct
-        if (direct is not None and alpha is None and beta is None and gamma is None
-                and self._exact(arrays)):  # the common small call, checked in one pass
-            return direct(arrays)
         scalars, default = self._check_scalars(alpha, beta, gamma)
         self._check_inputs(arrays)
         if default and direct is not None:
@@ -344,9 +347,30 @@ class Plan:
 
 
 def _is_exactly(x, layout):
-    """Whether ``x`` is a NumPy-made ndarray of ``layout`` (extents, byte strides, dtype)."""
-    return (type(x) is np.ndarray and (x.shape, x.strides, x.dtype) == layout
-            and (x.base is None or made_by_numpy(x)))
+    """Whether ``x`` is a NumPy-made ndarray of ``layout`` (extents, byte strides, dtype;
+    the dtype the same object: builtin dtypes are singletons, and an equal dtype that is
+    another object only takes the detailed checks)."""
+    return (type(x) is np.ndarray and x.dtype is layout[2] and x.shape == layout[0]
+            and x.strides == layout[1] and (x.base is None or made_by_numpy(x)))
+
+
+def _checked(run, expected):
+    """``run`` behind the exact-layout check of a single input (:func:`_is_exactly`, with
+    the layout in local variables): a function of the arrays that returns None when they
+    are not one array of exactly the plan's layout; None for plans of several inputs."""
+    if len(expected) != 1:
+        return None
+    shape, strides, dtype = expected[0]
+
+    def fast(arrays):
+        if len(arrays) == 1:
+            x = arrays[0]
+            if (type(x) is np.ndarray and x.dtype is dtype and x.shape == shape
+                    and x.strides == strides and (x.base is None or made_by_numpy(x))):
+                return run(arrays)
+        return None
+
+    return fast
 
 
 def _name(op, index):

@@ -85,8 +85,12 @@ def _permutation(op, allocate):
     axes = _axes(a, op.out_modes)
     order = _copy_order(a.descriptor, axes, op.output)
 
+    reverse = axes == tuple(range(len(axes)))[::-1]
+
     def call(arrays, out=None):
-        view = arrays[0].transpose(axes)
+        view = arrays[0].T if reverse else arrays[0].transpose(axes)
+        if out is None and order == "C":
+            return view.copy()
         if out is None and order is not None:
             return view.copy(order=order)
         out = allocate() if out is None else out
