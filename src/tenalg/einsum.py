@@ -482,10 +482,13 @@ def einsum(subscripts, *operands, out=None, dtype=None, compute_dtype=None, opti
     """
     if not isinstance(subscripts, str):
         subscripts, operands = interleaved((subscripts, *operands))
-    like = None if all(type(x) is np.ndarray for x in operands) else _shared_dtype(operands)
-    arrays = [x if type(x) is np.ndarray else _as_array(x, k, like)
-              for k, x in enumerate(operands)]
-    key = (subscripts, dtype, compute_dtype, _hashable(optimize), order,
+    arrays = operands
+    if not all(type(x) is np.ndarray for x in operands):
+        like = _shared_dtype(operands)
+        arrays = [x if type(x) is np.ndarray else _as_array(x, k, like)
+                  for k, x in enumerate(operands)]
+    key = (subscripts, dtype, compute_dtype,
+           optimize if type(optimize) is str else _hashable(optimize), order,
            *[(x.shape, x.strides, x.dtype) for x in arrays])
     plan = PLANS.get(key, lambda: EinsumPlan(subscripts, *arrays, dtype=dtype,
                                              compute_dtype=compute_dtype, optimize=optimize,

@@ -86,6 +86,39 @@ def test_trace_of_a_matrix_is_rank_0_and_non_square_traces_the_square():
         ta.partial_trace(np.zeros((2, 2, 2)), [(0, 1), (1, 2)])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_large_diagonal_sums_take_the_strided_kernel(dtype):
+    """A trace and ``iij->j`` of C arrays with thousands of far-apart terms run on the
+    threads of cpu.strided_sums (the plan says so) and agree with NumPy; a trace of a
+    non-contiguous view keeps NumPy's diagonal sum."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2000, 2000)).astype(dtype)
+    b = rng.standard_normal((1100, 1100, 5)).astype(dtype)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    plan = ta.Plan(ta.Operation.reduction(ta.Operand(a, "ii"), out=dtype, out_modes=""))
+    assert "strided_sums" in plan.explain()
+    np.testing.assert_allclose(ta.trace(a), np.trace(a.astype(np.float64)), rtol=rtol)
+    np.testing.assert_allclose(ta.einsum("iij->j", b),
+                               np.einsum("iij->j", b.astype(np.float64)), rtol=rtol)
+    out = np.full(5, np.nan, dtype)
+    ta.einsum("iij->j", b, out=out)
+    np.testing.assert_allclose(out, np.einsum("iij->j", b.astype(np.float64)), rtol=rtol)
+    c = rng.standard_normal((64, 32, 64, 32)).astype(dtype)
+    np.testing.assert_allclose(ta.partial_trace(c, [(0, 2)]),
+                               np.einsum("ijik->jk", c.astype(np.float64)), rtol=rtol,
+                               atol=rtol * 10)
+    out = np.full((32, 32), np.nan, dtype).T  # not C-contiguous: NumPy's einsum fills it
+    plan = ta.Plan(ta.Operation.reduction(ta.Operand(c, "ijik"), out_modes="jk",
+                                          out=ta.TensorDescriptor.from_array(out)))
+    assert "strided_sums" not in plan.explain()
+    np.testing.assert_allclose(plan.execute_into(out, c), np.einsum("ijik->jk", c),
+                               rtol=rtol, atol=rtol * 10)
+    view = a[::-1]
+    plan = ta.Plan(ta.Operation.reduction(ta.Operand(view, "ii"), out=dtype, out_modes=""))
+    assert "strided_sums" not in plan.explain()
+    np.testing.assert_allclose(ta.trace(view), np.trace(view.astype(np.float64)), rtol=rtol)
+
+
 def test_diagonal_views():
     a = np.arange(24.0).reshape(2, 3, 2, 2)
     d = ta.diagonal(a, 0, 2)

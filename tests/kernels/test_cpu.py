@@ -569,3 +569,45 @@ def test_reduce_lane_tiles():
     reference.reduce(want, a.T, **kw)
     cpu.reduce(out, a.T, **kw)
     assert_same(out, want, exact=False)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("n, w", [(1024, 1), (1500, 8), (3001, 3), (2048, 16)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_strided_sums_match_exact_sums(dtype, n, w, threads):
+    """Sums of far-apart terms (a diagonal with w lanes), split between threads and
+    merged pairwise: within NumPy's pairwise error bound of the exact sums."""
+    import numba
+
+    rng = np.random.default_rng(n + w)
+    a = values(rng, (n, n + 1, w), dtype)  # the diagonal a[i, i, :]: step (n + 2) * w
+    run = cpu.strided_sums(dtype, n, (n + 2) * w, [(w, 1)])
+    out = np.full(w, np.nan, dtype)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        run(a, out)
+    finally:
+        numba.set_num_threads(previous)
+    diag = np.einsum("iij->ij", a[:, :n]).astype(np.float64)
+    exact = np.array([math.fsum(diag[:, j]) for j in range(w)])
+    bound = (16 + math.log2(n)) * np.finfo(dtype).eps * np.abs(diag).sum(axis=0)
+    assert np.all(np.abs(out - exact) <= bound)
+    np.testing.assert_allclose(out, np.einsum("iij->j", a[:, :n]), rtol=1e-5 if dtype == F32
+                               else 1e-12)
+
+
+def test_strided_sums_over_two_lane_axes():
+    """A partial trace of (64, 32, 64, 32) over axes 0, 2: 1024 sums of 64 terms."""
+    a = values(np.random.default_rng(1), (64, 32, 64, 32), F64)
+    run = cpu.strided_sums(F64, 64, 32 * 64 * 32 + 32, [(32, 64 * 32), (32, 1)])
+    out = np.full((32, 32), np.nan)
+    run(a, out)
+    np.testing.assert_allclose(out, np.einsum("ijik->jk", a), rtol=1e-13, atol=1e-12)
+
+
+def test_strided_sums_decline_what_they_do_not_serve():
+    assert cpu.strided_sums(F64, 100, 4097, []) is None  # too few terms
+    assert cpu.strided_sums(F64, 4096, 4, []) is None  # terms share cache lines
+    assert cpu.strided_sums(F64, 64, 4097, [(128, 64), (64, 1)]) is None  # too many sums
+    assert cpu.strided_sums(C128, 4096, 4097, []) is None  # not a real float type

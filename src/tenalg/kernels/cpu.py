@@ -72,6 +72,10 @@ _ROW_BLOCK = 1 << 14  # elements read per step (lanes x row) when the innermost 
 # sums of contiguous rows at least this long, into at least so many outputs, read each row
 # to its end in a kernel of their own (_row_sums_kernel)
 _LONG_ROW, _MIN_ROW_SUMS = 1 << 10, 16
+# sums over a diagonal whose terms lie a cache line or more apart wait on memory: from this
+# many terms, threads loading side by side beat NumPy's one loop (at most so many sums)
+_MIN_STRIDED, _MAX_STRIDED_SUMS, _LINE = 1 << 10, 1 << 12, 64
+_REAL_SUMS = (np.dtype(np.float32), np.dtype(np.float64))
 # Below these sizes NumPy's reference path has lower overhead (measured on contiguous data)
 _MIN_ELEMENTS = {"permutation": 1 << 15, "reduction": 1 << 19, "elementwise_binary": 1 << 18,
                  "elementwise_trinary": 1 << 18}
@@ -1042,6 +1046,74 @@ def _row_sums_kernel(free_shape, offs, strides, row_len, levels, out, c, tc, a, 
 
 
 _ROW_SUMS = _twins(_row_sums_kernel)
+
+
+def _strided_sums_kernel(flat, off, n, step, h, row_stride, w, lane_stride, parts, levels,
+                         out):
+    """out[r*w + t] = sum over i < n of flat[off + i*step + r*row_stride + t*lane_stride]
+    (r < h, t < w): sums over a diagonal whose terms lie far apart (a trace, ``iij->j``, a
+    partial trace) wait on memory, so the i range is split in ``parts`` that the threads
+    load side by side.  Each part adds runs of _BLOCK terms and merges them on a pairwise
+    cascade; the parts are added in order."""
+    m = h * w
+    partial = np.empty((parts, m), out.dtype)
+    for p in prange(parts):
+        lo, hi = p * n // parts, (p + 1) * n // parts
+        acc, res = np.zeros(m, out.dtype), np.empty(m, out.dtype)
+        stack = np.empty((levels, m), out.dtype)
+        depth = count = 0
+        for i0 in range(lo, hi, _BLOCK):
+            for k in range(m):
+                acc[k] = 0
+            for i in range(i0, min(i0 + _BLOCK, hi)):
+                for r in range(h):
+                    base = off + i * step + r * row_stride
+                    if lane_stride == 1:  # a literal unit stride: the lane loop vectorises
+                        for t in range(w):
+                            acc[r * w + t] += flat[_U(base + t)]
+                    else:
+                        for t in range(w):
+                            acc[r * w + t] += flat[_U(base + t * lane_stride)]
+            depth, count = _push(stack, depth, count, acc, m, 0)
+        _fold(stack, depth, acc, m, 0, res)  # every part has terms: parts <= n / 2
+        for k in range(m):
+            partial[p, k] = res[k]
+    for k in range(m):
+        total = partial[0, k]
+        for p in range(1, parts):
+            total += partial[p, k]
+        out[k] = total
+
+
+_STRIDED_SUMS = _twins(_strided_sums_kernel)
+
+
+def strided_sums(dtype, n, step, lanes):
+    """A function ``run(a, out)`` that writes the sums over i < n of
+    ``a.flat[i*step + r*row_stride + t*lane_stride]`` into ``out[r, t]`` (``lanes`` is
+    [(h, row_stride), (w, lane_stride)], at most two, outer first; ``a`` and ``out``
+    C-contiguous arrays of ``dtype``), or None when such sums are not worth a kernel:
+    fewer than _MIN_STRIDED terms, terms of one sum closer than a cache line, more than
+    _MAX_STRIDED_SUMS sums, not float32/float64.
+
+    >>> run = strided_sums(np.dtype(np.float64), 4096, 4097, [])
+    >>> out = np.empty(())
+    >>> run(np.eye(4096), out); float(out)
+    4096.0
+    """
+    dtype = np.dtype(dtype)
+    (h, row_stride), (w, lane_stride) = [(1, 0)] * (2 - len(lanes)) + list(lanes)
+    if (dtype not in _REAL_SUMS or len(lanes) > 2 or n * h * w < _MIN_STRIDED
+            or abs(step) * dtype.itemsize < _LINE or h * w > _MAX_STRIDED_SUMS or n < 2):
+        return None
+    levels = _ceil_div(n, _BLOCK).bit_length() + 1
+
+    def run(a, out):
+        threads = min(get_num_threads(), n // 2)
+        _STRIDED_SUMS[threads == 1](a.reshape(-1), 0, n, step, h, row_stride, w, lane_stride,
+                                    threads, levels, out.reshape(-1))
+
+    return run
 
 
 # --------------------------------------------------------------------------------------

@@ -21,6 +21,11 @@ import numpy as np
 from ..descriptors import Binary, Reduce, TensorDescriptor, Unary
 from ..dtypes import is_complex
 
+try:
+    from . import cpu
+except ImportError:  # no Numba: NumPy sums every diagonal
+    cpu = None
+
 _UFUNCS = {Binary.ADD: np.add, Binary.MUL: np.multiply,
            Reduce.SUM: np.add, Reduce.PRODUCT: np.multiply}
 
@@ -147,6 +152,9 @@ def _reduction(op, allocate):
 
 
 def _diagonal_sum(op, allocate):
+    strided = _strided_sums(op, allocate)
+    if strided is not None:
+        return strided
     if not op.out_modes:
         return _full_diagonal_sum(op, allocate)
     letters = {m: chr(ord("a") + k) for k, m in enumerate(dict.fromkeys(op.inputs[0].modes))}
@@ -161,6 +169,39 @@ def _diagonal_sum(op, allocate):
         return out
 
     return _runner(call, f"numpy.einsum('{subscripts}')")
+
+
+def _strided_sums(op, allocate):
+    """A sum over one diagonal of a C-contiguous array into at most two free axes, in
+    order, of a C-contiguous output (a trace, ``iij->j``, a partial trace) by
+    :func:`tenalg.kernels.cpu.strided_sums`, whose threads load the far-apart terms side
+    by side (NumPy waits on them one loop at a time); None where that kernel does not
+    apply."""
+    a = op.inputs[0]
+    d, modes = a.descriptor, a.modes
+    repeated = [m for m in dict.fromkeys(modes) if modes.count(m) > 1]
+    free = [k for k, m in enumerate(modes) if modes.count(m) == 1]
+    if (cpu is None or len(repeated) != 1 or list(op.out_modes) != [modes[k] for k in free]
+            or not all(_c_order(x) for x in (d, op.output))):
+        return None
+    step = sum(s for s, m in zip(d.strides, modes, strict=True) if m == repeated[0])
+    lanes = [(d.extents[k], d.strides[k]) for k in free]
+    run = cpu.strided_sums(d.dtype, op.extents[repeated[0]], step, lanes)
+    if run is None:
+        return None
+
+    def call(arrays, out=None):
+        out = allocate() if out is None else out
+        run(arrays[0], out)
+        return out
+
+    return _runner(call, f"cpu.strided_sums over A's diagonal (step {step}, lanes {lanes})")
+
+
+def _c_order(descriptor):
+    """Whether ``descriptor`` lays its elements out in C order (extent-1 axes aside)."""
+    return _same_strides(TensorDescriptor.contiguous(descriptor.extents,
+                                                     descriptor.dtype).strides, descriptor)
 
 
 def _full_diagonal_sum(op, allocate):
