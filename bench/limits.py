@@ -6,7 +6,11 @@ A limit is what the machine can do, so each one comes from its fastest timed bat
 workloads use medians); other processes on the machine lower both alike.
 
 - ``copy-1t``: ``np.copyto`` (one thread); ``copy-mt``: a Numba ``prange`` copy (all
-  cores); ``copy``: the better of the two, the limit of permutations and elementwise work.
+  cores); ``copy``: the better of the two, the limit of permutations and elementwise work
+  into an existing output.
+- ``copy-new-1t``: ``np.copy``; ``copy-new-mt``: the ``prange`` copy into a new
+  ``np.empty`` array; ``copy-new``: the better of the two, the limit of work that returns
+  a new array: its pages are faulted in (zeroed by the kernel) as they are first written.
 - ``read``: a Numba ``prange`` sum, the limit of reductions.
 - ``gemm-f32``, ``gemm-f64``: ``np.matmul`` (BLAS, all cores).
 
@@ -20,7 +24,8 @@ import numpy as np
 
 from .timing import measure
 
-KEYS = ("copy-1t", "copy-mt", "copy", "read", "gemm-f32", "gemm-f64")
+KEYS = ("copy-1t", "copy-mt", "copy", "copy-new-1t", "copy-new-mt", "copy-new", "read",
+        "gemm-f32", "gemm-f64")
 
 
 @numba.njit(parallel=True, cache=True)
@@ -35,6 +40,12 @@ def _parallel_sum(a):
     for i in numba.prange(a.size):
         total += a[i]
     return total
+
+
+def _copy_new(src):
+    dst = np.empty_like(src)
+    _parallel_copy(dst, src)
+    return dst
 
 
 def measure_limits(quick=False, budget=0.5):
@@ -54,6 +65,8 @@ def measure_limits(quick=False, budget=0.5):
     fns = {
         "copy-1t": lambda: np.copyto(dst, src),
         "copy-mt": lambda: _parallel_copy(dst, src),
+        "copy-new-1t": src.copy,
+        "copy-new-mt": lambda: _copy_new(src),
         "read": lambda: _parallel_sum(src),
         "gemm-f32": lambda: np.matmul(a32, b32),
         "gemm-f64": lambda: np.matmul(a64, b64),
@@ -64,10 +77,13 @@ def measure_limits(quick=False, budget=0.5):
     work = {
         "copy-1t": 2 * src.nbytes,
         "copy-mt": 2 * src.nbytes,
+        "copy-new-1t": 2 * src.nbytes,
+        "copy-new-mt": 2 * src.nbytes,
         "read": src.nbytes,
         "gemm-f32": 2 * n**3,
         "gemm-f64": 2 * n**3,
     }
     limits = {key: work[key] / min(times[key]) for key in fns}
     limits["copy"] = max(limits["copy-1t"], limits["copy-mt"])
+    limits["copy-new"] = max(limits["copy-new-1t"], limits["copy-new-mt"])
     return {key: limits[key] for key in KEYS}

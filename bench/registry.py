@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 # The modules that contribute workloads, in the order their workloads are listed.
 MODULES = ("bench_dense", "bench_einsum", "bench_tt", "bench_symmetric")
-LIMITS = ("read", "copy", "gemm-f32", "gemm-f64")
+LIMITS = ("read", "copy", "copy-new", "gemm-f32", "gemm-f64")
 
 
 class Skip(Exception):
@@ -28,7 +28,7 @@ class Workload:
     name: str  # unique, e.g. "einsum-ik,kj->ij-2048-f32"
     group: str  # "dense", "einsum", "tt", "symmetric"
     setup: Callable[[], dict[str, Callable[[], object]]]  # engine name -> zero-arg function
-    limit: str | None = None  # "read" | "copy" | "gemm-f32" | "gemm-f64" | None
+    limit: str | None = None  # one of LIMITS, or None
     bytes: float = 0.0  # bytes that must be read + written (memory-bound workloads)
     flops: float = 0.0  # floating-point operations (compute-bound workloads)
     quick: bool = False  # part of `tenalg bench --quick`

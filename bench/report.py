@@ -99,7 +99,7 @@ def write_chart(path, results, limits):
     _grouped_bars(top, x, fractions)
     top.axhline(1.0, color="grey", linewidth=0.8)
     top.set_ylabel("fraction of the machine's limit")
-    top.set_title("Fraction of the measured limit (read / copy bandwidth, GEMM peak)")
+    top.set_title("Fraction of the measured limit (read / copy / copy into a new array, GEMM peak)")
     speedups = {}
     for k, r in enumerate(timed):
         for engine, ratios in r.speedups().items():

@@ -190,7 +190,8 @@ def format_limits(limits):
     g = 1e9
     return (
         f"limits: copy {limits['copy'] / g:.1f} GB/s (1 thread {limits['copy-1t'] / g:.1f}, "
-        f"all cores {limits['copy-mt'] / g:.1f}), read {limits['read'] / g:.1f} GB/s, "
+        f"all cores {limits['copy-mt'] / g:.1f}), into a new array (copy-new) "
+        f"{limits['copy-new'] / g:.1f} GB/s, read {limits['read'] / g:.1f} GB/s, "
         f"gemm f32 {limits['gemm-f32'] / g:.1f} GFLOP/s, f64 {limits['gemm-f64'] / g:.1f} GFLOP/s"
         " (bytes count read + written)"
     )

@@ -211,7 +211,8 @@ def test_flops_workload_rate():
     assert result.fraction("tenalg", {"gemm-f64": 4e9}) == 0.5
 
 
-LIMITS = {"copy-1t": 1e10, "copy-mt": 2e10, "copy": 2e10, "read": 3e10, "gemm-f32": 1e11,
+LIMITS = {"copy-1t": 1e10, "copy-mt": 2e10, "copy": 2e10, "copy-new-1t": 1.5e10,
+          "copy-new-mt": 1e10, "copy-new": 1.5e10, "read": 3e10, "gemm-f32": 1e11,
           "gemm-f64": 5e10}
 
 
@@ -232,7 +233,9 @@ def test_format_table_rows_and_notes():
 def test_format_time_and_limits():
     assert [runner.format_time(t) for t in (2.5, 0.0123, 4.56e-5, 7e-8)] == [
         "2.5 s", "12.3 ms", "45.6 us", "70 ns"]
-    assert runner.format_limits(LIMITS).startswith("limits: copy 20.0 GB/s (1 thread 10.0")
+    line = runner.format_limits(LIMITS)
+    assert line.startswith("limits: copy 20.0 GB/s (1 thread 10.0")
+    assert "into a new array (copy-new) 15.0 GB/s" in line
 
 
 def test_progress_bar_counts_to_the_end():
