@@ -47,9 +47,10 @@ class Workspace:
     def stack(self, key, arrays, dtype):
         """``arrays`` (of equal shapes) stacked along a new first axis into the buffer
         ``key``, as ``dtype``."""
-        out = self.array(key, (len(arrays), *arrays[0].shape), dtype)
-        for i, x in enumerate(arrays):  # 3x faster than np.stack on many small arrays
-            out[i] = x
+        shape = arrays[0].shape
+        out = self.array(key, (len(arrays), *shape), dtype)
+        # one C loop over the arrays (np.stack costs twice as much on many small ones)
+        np.concatenate(arrays, out=out.reshape(-1, *shape[1:]), casting="same_kind")
         return out
 
     def einsum(self, key, subscripts, *operands):
