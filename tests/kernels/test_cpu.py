@@ -611,3 +611,26 @@ def test_strided_sums_decline_what_they_do_not_serve():
     assert cpu.strided_sums(F64, 4096, 4, []) is None  # terms share cache lines
     assert cpu.strided_sums(F64, 64, 4097, [(128, 64), (64, 1)]) is None  # too many sums
     assert cpu.strided_sums(C128, 4096, 4097, []) is None  # not a real float type
+
+
+def test_parallel_twin_never_loads_the_serial_one_from_the_cache(tmp_path):
+    """Numba's disk cache keys a kernel by name and signature, not by ``parallel``: the
+    serial twin is a copy under another name, so a cache filled by it (small problems
+    come first in a test run) gives the parallel twin nothing to load."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, numpy as np\n"
+        "from tenalg.kernels import cpu\n"
+        "twin = cpu._STRIDED_SUMS[int(sys.argv[1])]\n"
+        "out = np.empty(1)\n"
+        "twin(np.ones(64), 0, 8, 8, 1, 0, 1, 0, 2, 3, out)\n"
+        "assert out[0] == 8\n"
+        "print(len(twin.stats.cache_hits))\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", script, k], env=env, capture_output=True,
+                           text=True, check=True).stdout.split() for k in ("1", "0", "0")]
+    assert runs == [["0"], ["0"], ["1"]]  # serial compiled; parallel compiled, then loaded

@@ -21,6 +21,7 @@ stores round to nearest even in :func:`_encode16`.
 import contextlib
 import functools
 import math
+from types import FunctionType
 
 import numpy as np
 from llvmlite import binding as llvm
@@ -38,8 +39,14 @@ _PARALLEL = {**_JIT, "parallel": True}
 
 def _twins(kernel):
     """``kernel`` compiled twice: (parallel over its prange, serial); small problems run
-    the serial one, which costs no thread-pool launch."""
-    return njit(**_PARALLEL)(kernel), njit(**_JIT)(kernel)
+    the serial one, which costs no thread-pool launch.  The serial twin compiles a copy
+    named ``<name>_serial``: Numba's on-disk cache keys a function by its name and
+    signature, not by ``parallel``, so twins of one name would load whichever of them was
+    compiled first (a parallel kernel running on one thread)."""
+    serial = FunctionType(kernel.__code__, kernel.__globals__, kernel.__name__ + "_serial",
+                          kernel.__defaults__, kernel.__closure__)
+    serial.__qualname__ = kernel.__qualname__ + "_serial"
+    return njit(**_PARALLEL)(kernel), njit(**_JIT)(serial)
 
 
 # Unary codes (CONJUGATE becomes IDENTITY for real data in _unary_code).
