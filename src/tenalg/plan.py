@@ -355,11 +355,17 @@ def _is_exactly(x, layout):
 
 
 def _checked(run, expected):
-    """``run`` behind the exact-layout check of a single input (:func:`_is_exactly`, with
-    the layout in local variables): a function of the arrays that returns None when they
-    are not one array of exactly the plan's layout; None for plans of several inputs."""
+    """``run`` behind the exact-layout check of its arrays (:func:`_is_exactly`): a
+    function of the arrays that returns None when they are not exactly of the plan's
+    layouts.  One input, the common case, is checked inline with its layout in local
+    variables."""
     if len(expected) != 1:
-        return None
+        def fast_many(arrays):
+            if len(arrays) == len(expected) and all(map(_is_exactly, arrays, expected)):
+                return run(arrays)
+            return None
+
+        return fast_many
     shape, strides, dtype = expected[0]
 
     def fast(arrays):
