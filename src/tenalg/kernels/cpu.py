@@ -402,32 +402,16 @@ def _direct_row_impl(out, o, a, oa, b, ob, c, oc, m, codes, scal):
 
     def impl(out, o, a, oa, b, ob, c, oc, m, codes, scal):
         s0, s1, s2 = scal[0], scal[1], scal[2]
-        add_ab, add_abc = codes[4] == 0, codes[5] == 0
-        if codes[0] == 1:
-            for i in range(m):
-                out[_U(o + i)] = s0 * a[_U(oa + i)]
-        elif codes[0] == 2 and add_ab:
-            for i in range(m):
-                out[_U(o + i)] = s0 * a[_U(oa + i)] + s1 * b[_U(ob + i)]
-        elif codes[0] == 2:
-            for i in range(m):
-                out[_U(o + i)] = (s0 * a[_U(oa + i)]) * (s1 * b[_U(ob + i)])
-        elif add_ab and add_abc:
-            for i in range(m):
-                out[_U(o + i)] = (s0 * a[_U(oa + i)] + s1 * b[_U(ob + i)]
-                                  + s2 * c[_U(oc + i)])
-        elif add_ab:
-            for i in range(m):
-                out[_U(o + i)] = ((s0 * a[_U(oa + i)] + s1 * b[_U(ob + i)])
-                                  * (s2 * c[_U(oc + i)]))
-        elif add_abc:
-            for i in range(m):
-                out[_U(o + i)] = ((s0 * a[_U(oa + i)]) * (s1 * b[_U(ob + i)])
-                                  + s2 * c[_U(oc + i)])
-        else:
-            for i in range(m):
-                out[_U(o + i)] = ((s0 * a[_U(oa + i)]) * (s1 * b[_U(ob + i)])
-                                  * (s2 * c[_U(oc + i)]))
+        n, add_ab, add_abc = codes[0], codes[4] == 0, codes[5] == 0
+        for i in range(m):  # loop-invariant tests: LLVM unswitches them, selects vectorise
+            x = s0 * a[_U(oa + i)]
+            if n >= 2:
+                y = s1 * b[_U(ob + i)]
+                x = x + y if add_ab else x * y
+                if n == 3:
+                    z = s2 * c[_U(oc + i)]
+                    x = x + z if add_abc else x * z
+            out[_U(o + i)] = x
     return impl
 
 
