@@ -1276,9 +1276,9 @@ def supports(kind, dtypes, ndim, elements, loops=None):
 
 
 @functools.lru_cache(maxsize=1024)
-def _rows_prep(layouts, codes):
+def _rows_prep(layouts, codes, compute):
     """Kernel arguments of the row kernel: shape, offsets, strides (axes sorted by out's
-    strides, then the inputs'), codes."""
+    strides, then the inputs'), codes with the one-pass flag (codes[10]) decided."""
     out_shape = layouts[0][0]
     geometry = [_geometry(*x) for x in layouts]
     order = sorted(range(len(out_shape)),
@@ -1289,7 +1289,13 @@ def _rows_prep(layouts, codes):
     for k, g in enumerate(geometry):
         offs[k] = g[0]
         strides[k, : len(order)] = [g[2][ax] for ax in order]
-    return np.array(shape, np.int64), offs, strides, np.array(codes, np.int64)
+    # one pass (_direct_row): unit-stride rows of a real compute type in every array, no
+    # transform, add or mul (times a complex 1 is not the identity on infinities)
+    direct = (compute.kind == "f" and all(x[2] == compute for x in layouts)
+              and all(c == _IDENTITY for c in codes[1:4]) and max(codes[4:6]) <= 1
+              and bool((strides[: len(layouts), -1] == 1).all()))
+    return (np.array(shape, np.int64), offs, strides,
+            np.array(codes[:10] + (direct,), np.int64))
 
 
 def _run_rows(out, inputs, unaries, ops, scalars, compute):
@@ -1297,14 +1303,10 @@ def _run_rows(out, inputs, unaries, ops, scalars, compute):
     codes = ((len(inputs),) + tuple(_unary_code(u, compute) for u in unaries)
              + (_IDENTITY,) * (3 - len(unaries)) + tuple(_OPS[o] for o in ops)
              + (0,) * (2 - len(ops)) + (_fmt(out),)
-             + tuple(s != 1 for s in scalars) + (False,) * (3 - len(scalars)) + (False,))
+             + tuple(s != 1 for s in scalars) + (False,) * (3 - len(scalars)))
     shape, offs, strides, codes = _rows_prep(
-        tuple(_layout(x) for x in (out, *inputs)), codes)
+        tuple(_layout(x) for x in (out, *inputs)), codes, compute)
     pad = list(inputs) + [inputs[0]] * (3 - len(inputs))
-    # (real types only: times a complex 1 is not the identity on infinities)
-    codes[10] = (compute.kind == "f" and all(x.dtype == compute for x in (out, *inputs))
-                 and all(c == _IDENTITY for c in codes[1:4]) and max(codes[4:6]) <= 1
-                 and (strides[: 1 + len(inputs), -1] == 1).all())
     _launch(_ROWS, _threads(out.size * len(inputs)), shape, offs, strides,
             _memory(out), _memory(pad[0]), _mark(pad[0]), _memory(pad[1]),
             _mark(pad[1]), _memory(pad[2]), _mark(pad[2]), codes,
