@@ -27,6 +27,7 @@ import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import get_num_threads, njit, prange, set_num_threads, types
+from numba.np.ufunc import parallel as _pool
 from numba.extending import intrinsic, overload
 
 from ..descriptors import Binary, Reduce, Unary
@@ -82,6 +83,11 @@ _LONG_ROW, _MIN_ROW_SUMS = 1 << 10, 16
 # sums over a diagonal whose terms lie a cache line or more apart wait on memory: from this
 # many terms, threads loading side by side beat NumPy's one loop (at most so many sums)
 _MIN_STRIDED, _MAX_STRIDED_SUMS, _LINE = 1 << 10, 1 << 12, 64
+_CHAINS = 16  # strided sums added one after the other, each in a register
+# ... on threads, prefetching, from this many cache lines read (an ``iij->j`` of 2048
+# lines takes 7 us on one thread: no faster on two, which take 3-4 us to start and vary
+# more; prefetches slow it down, its pages' translations being cached)
+_PARALLEL_LINES = 1 << 12
 _REAL_SUMS = (np.dtype(np.float32), np.dtype(np.float64))
 # Below these sizes NumPy's reference path has lower overhead (measured on contiguous data)
 _MIN_ELEMENTS = {"permutation": 1 << 15, "reduction": 1 << 19, "elementwise_binary": 1 << 18,
@@ -157,6 +163,24 @@ def _float_bits(typingctx, x):
         return builder.bitcast(args[0], context.get_value_type(sig.return_type))
 
     return sig, codegen
+
+
+@intrinsic
+def _prefetch(typingctx, x, index):
+    """Ask the cache for the line of ``x[index]`` (an index inside ``x``); loads nothing,
+    so the loop goes on while the line, and its page's translation, are fetched."""
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        address = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        fn = builder.module.declare_intrinsic(
+            "llvm.prefetch", [address.type],
+            ir.FunctionType(ir.VoidType(), [address.type, i32, i32, i32]))
+        # read, keep in all levels (locality 3), data cache
+        builder.call(fn, [address, i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.void(x, index), codegen
 
 
 @njit(**_JIT, inline="always")
@@ -1039,32 +1063,54 @@ def _row_sums_kernel(free_shape, offs, strides, row_len, levels, out, c, tc, a, 
 _ROW_SUMS = _twins(_row_sums_kernel)
 
 
-def _strided_sums_kernel(flat, off, n, step, h, row_stride, w, lane_stride, parts, levels,
-                         out):
+def _strided_sums_kernel(flat, off, n, step, h, row_stride, w, lane_stride, ahead, parts,
+                         levels, out):
     """out[r*w + t] = sum over i < n of flat[off + i*step + r*row_stride + t*lane_stride]
     (r < h, t < w): sums over a diagonal whose terms lie far apart (a trace, ``iij->j``, a
     partial trace) wait on memory, so the i range is split in ``parts`` that the threads
     load side by side.  Each part adds runs of _BLOCK terms and merges them on a pairwise
-    cascade; the parts are added in order."""
+    cascade; the parts are added in order.  With ``ahead`` the first lane of each row of
+    the next run is prefetched while one is added: a far-apart term also misses the TLB,
+    and this starts its page walk early (a trace of a 4096^2 matrix: 13 -> 9 us on two
+    threads; a loop over the other lanes' lines made it slower than none).  Up to _CHAINS sums add their runs one after
+    the other, each in a register: added term by term into a row of accumulators in
+    memory, each addition would wait for the store of the one before (a trace 1.6x, an
+    ``iij->j`` 2x slower).  More sums add a term of each in turn, in that row, which
+    vectorises over unit-stride lanes."""
     m = h * w
     partial = np.empty((parts, m), out.dtype)
+    zero = np.zeros(1, out.dtype)[0]
     for p in prange(parts):
         lo, hi = p * n // parts, (p + 1) * n // parts
         acc, res = np.zeros(m, out.dtype), np.empty(m, out.dtype)
         stack = np.empty((levels, m), out.dtype)
         depth = count = 0
         for i0 in range(lo, hi, _BLOCK):
-            for k in range(m):
-                acc[k] = 0
-            for i in range(i0, min(i0 + _BLOCK, hi)):
+            i1 = min(i0 + _BLOCK, hi)
+            if ahead:
+                for i in range(i1, min(i1 + _BLOCK, hi)):
+                    for r in range(h):
+                        _prefetch(flat, _U(off + i * step + r * row_stride))
+            if m <= _CHAINS:
                 for r in range(h):
-                    base = off + i * step + r * row_stride
-                    if lane_stride == 1:  # a literal unit stride: the lane loop vectorises
-                        for t in range(w):
-                            acc[r * w + t] += flat[_U(base + t)]
-                    else:
-                        for t in range(w):
-                            acc[r * w + t] += flat[_U(base + t * lane_stride)]
+                    for t in range(w):
+                        base = off + r * row_stride + t * lane_stride
+                        s = zero
+                        for i in range(i0, i1):
+                            s += flat[_U(base + i * step)]
+                        acc[r * w + t] = s
+            else:
+                for k in range(m):
+                    acc[k] = 0
+                for i in range(i0, i1):
+                    for r in range(h):
+                        base = off + i * step + r * row_stride
+                        if lane_stride == 1:  # a literal unit stride: the lane loop vectorises
+                            for t in range(w):
+                                acc[r * w + t] += flat[_U(base + t)]
+                        else:
+                            for t in range(w):
+                                acc[r * w + t] += flat[_U(base + t * lane_stride)]
             depth, count = _push(stack, depth, count, acc, m, 0)
         _fold(stack, depth, acc, m, 0, res)  # every part has terms: parts <= n / 2
         for k in range(m):
@@ -1085,7 +1131,8 @@ def strided_sums(dtype, n, step, lanes):
     [(h, row_stride), (w, lane_stride)], at most two, outer first; ``a`` and ``out``
     C-contiguous arrays of ``dtype``), or None when such sums are not worth a kernel:
     fewer than _MIN_STRIDED terms, terms of one sum closer than a cache line, more than
-    _MAX_STRIDED_SUMS sums, not float32/float64.
+    _MAX_STRIDED_SUMS sums, not float32/float64.  Threads share the terms, and prefetch
+    them, from _PARALLEL_LINES cache lines read.
 
     >>> run = strided_sums(np.dtype(np.float64), 4096, 4097, [])
     >>> out = np.empty(())
@@ -1098,11 +1145,13 @@ def strided_sums(dtype, n, step, lanes):
             or abs(step) * dtype.itemsize < _LINE or h * w > _MAX_STRIDED_SUMS or n < 2):
         return None
     levels = _ceil_div(n, _BLOCK).bit_length() + 1
+    lines = n * h * min(w, _ceil_div(((w - 1) * abs(lane_stride) + 1) * dtype.itemsize, _LINE))
+    parallel = lines >= _PARALLEL_LINES
 
     def run(a, out):
-        threads = min(get_num_threads(), n // 2)
+        threads = min(_thread_count(), n // 2) if parallel else 1
         _STRIDED_SUMS[threads == 1](a.reshape(-1), 0, n, step, h, row_stride, w, lane_stride,
-                                    threads, levels, out.reshape(-1))
+                                    parallel, threads, levels, out.reshape(-1))
 
     return run
 
@@ -1176,9 +1225,18 @@ def _mark(x):
     return _MARKS.get(x.dtype, _NO_MARK)
 
 
+def _thread_count():
+    """``numba.get_num_threads()`` (the calling thread's setting) without the two locks
+    it takes on every call: 0.09 us instead of 0.9 once Numba's thread pool is up."""
+    global _thread_count
+    get_num_threads()  # starts the pool
+    _thread_count = getattr(_pool, "_get_num_threads", get_num_threads)
+    return _thread_count()
+
+
 def _threads(work):
     """Threads to use for ``work`` elements: small problems run on one."""
-    return get_num_threads() if work >= _SERIAL_WORK else 1
+    return _thread_count() if work >= _SERIAL_WORK else 1
 
 
 @functools.lru_cache(maxsize=1024)
