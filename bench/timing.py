@@ -1,12 +1,14 @@
-"""Timing: batches long enough for the clock, engines interleaved, medians.
+"""Timing: batches long enough for the clock, engines in shuffled rounds of blocks, medians.
 
-Engines are timed in rounds, one batch of each per round, so that noise from other
-processes on the machine falls on all of them alike.  Each round runs the engines in
-a new random order (seeded), so no engine always follows the same one: a thread pool
-keeps spinning for a while after its call returns (torch's OpenMP threads), and
-whoever runs next pays for it.  In a fixed order the engine after torch ran 1.2-1.5x
-slower than alone (a 1024^2 GEMM: 25 ms against 17 ms); the median of shuffled rounds
-no longer sees it.
+Engines are timed in rounds, one block of batches of each per round, so that noise from
+other processes on the machine falls on all of them alike.  Each round runs the engines
+in a new random order (seeded), so no engine always follows the same one.  A block lasts
+a fraction of the budget (0.1 s by default), not one batch: a thread pool keeps spinning
+for a while after its call returns (torch's and Numba's OpenMP threads, OpenBLAS's), and
+a parallel engine that runs next shares the cores with it.  With rounds of one 1 ms batch
+each, every batch of a parallel engine started that way: tenalg's 32^4 permutation, 165
+us alone, had medians of 260-880 us behind torch's, and a 4096^2 trace 18-46 us against
+14.  In a block only its first batches pay, and the median does not see them.
 
 >>> times = measure({"noop": lambda: None}, budget=0.01)
 >>> len(times["noop"]) >= 3 and min(times["noop"]) >= 0
@@ -18,6 +20,7 @@ import time
 
 MIN_BATCH = 1e-3  # seconds: a batch shorter than this is too close to the clock's grain
 MIN_ROUNDS = 3
+BLOCKS = 5  # rounds of blocks (a block per engine each) over the budget
 
 
 def batch_size(fn, min_batch=MIN_BATCH):
@@ -39,10 +42,11 @@ def time_batch(fn, number):
     return (time.perf_counter() - start) / number
 
 
-def measure(fns, budget, min_rounds=MIN_ROUNDS, max_rounds=1000):
-    """Per-call times of each function, in rounds, until ``budget`` seconds per function
-    and at least ``min_rounds`` samples each (the batch-size calibration is the first).
-    Where one call of some function outlasts the budget, that first sample is all.
+def measure(fns, budget, min_rounds=MIN_ROUNDS, blocks=BLOCKS):
+    """Per-call times of each function: the batch-size calibration, then ``blocks``
+    rounds (at least ``min_rounds`` - 1) in which each function runs batches for
+    budget / rounds seconds (one batch at least).  Where one call of some function
+    outlasts the budget, that first sample is all.
 
     Each function must be warmed up already (compiled, caches filled) by the caller.
     """
@@ -52,12 +56,13 @@ def measure(fns, budget, min_rounds=MIN_ROUNDS, max_rounds=1000):
         times[name] = [first]
     if any(numbers[name] == 1 and times[name][0] > budget for name in fns):
         return times
-    deadline = time.perf_counter() + budget * len(fns)
+    rounds = max(min_rounds - 1, blocks if budget > 0 else 0)
     names, shuffle = list(fns), random.Random(0).shuffle
-    for rounds in range(1, max_rounds):
-        if rounds >= min_rounds and time.perf_counter() > deadline:
-            break
+    for _ in range(rounds):
         shuffle(names)
         for name in names:
+            end = time.perf_counter() + budget / rounds
             times[name].append(time_batch(fns[name], numbers[name]))
+            while time.perf_counter() < end:
+                times[name].append(time_batch(fns[name], numbers[name]))
     return times
