@@ -634,3 +634,15 @@ def test_parallel_twin_never_loads_the_serial_one_from_the_cache(tmp_path):
     runs = [subprocess.run([sys.executable, "-c", script, k], env=env, capture_output=True,
                            text=True, check=True).stdout.split() for k in ("1", "0", "0")]
     assert runs == [["0"], ["0"], ["1"]]  # serial compiled; parallel compiled, then loaded
+
+
+def test_thread_counter_follows_numba_settings():
+    """The lock-free thread count reads the calling thread's numba setting, like
+    numba.get_num_threads(), also inside one_thread()."""
+    import numba
+
+    count = cpu._thread_counter()
+    assert count() == numba.get_num_threads()
+    with cpu.one_thread():
+        assert count() == numba.get_num_threads() == 1
+    assert count() == numba.get_num_threads()

@@ -1149,7 +1149,7 @@ def strided_sums(dtype, n, step, lanes):
     parallel = lines >= _PARALLEL_LINES
 
     def run(a, out):
-        threads = min(_thread_count(), n // 2) if parallel else 1
+        threads = min(_thread_counter()(), n // 2) if parallel else 1
         _STRIDED_SUMS[threads == 1](a.reshape(-1), 0, n, step, h, row_stride, w, lane_stride,
                                     parallel, threads, levels, out.reshape(-1))
 
@@ -1225,18 +1225,18 @@ def _mark(x):
     return _MARKS.get(x.dtype, _NO_MARK)
 
 
-def _thread_count():
-    """``numba.get_num_threads()`` (the calling thread's setting) without the two locks
-    it takes on every call: 0.09 us instead of 0.9 once Numba's thread pool is up."""
-    global _thread_count
-    get_num_threads()  # starts the pool
-    _thread_count = getattr(_pool, "_get_num_threads", get_num_threads)
-    return _thread_count()
+@functools.cache
+def _thread_counter():
+    """The C getter behind ``numba.get_num_threads()`` (the calling thread's setting),
+    without the two locks that takes on every call: 0.09 us instead of 0.9.  Starts
+    Numba's thread pool, after which the getter exists."""
+    get_num_threads()
+    return getattr(_pool, "_get_num_threads", get_num_threads)
 
 
 def _threads(work):
     """Threads to use for ``work`` elements: small problems run on one."""
-    return _thread_count() if work >= _SERIAL_WORK else 1
+    return _thread_counter()() if work >= _SERIAL_WORK else 1
 
 
 @functools.lru_cache(maxsize=1024)
