@@ -626,7 +626,7 @@ def test_parallel_twin_never_loads_the_serial_one_from_the_cache(tmp_path):
         "from tenalg.kernels import cpu\n"
         "twin = cpu._STRIDED_SUMS[int(sys.argv[1])]\n"
         "out = np.empty(1)\n"
-        "twin(np.ones(64), 0, 8, 8, 1, 0, 1, 0, False, 2, 3, out)\n"
+        "twin(np.ones(64), np.array([0, 8, 8, 1, 0, 1, 0, 0, 3]), 2, out)\n"
         "assert out[0] == 8\n"
         "print(len(twin.stats.cache_hits))\n"
     )

@@ -1063,20 +1063,26 @@ def _row_sums_kernel(free_shape, offs, strides, row_len, levels, out, c, tc, a, 
 _ROW_SUMS = _twins(_row_sums_kernel)
 
 
-def _strided_sums_kernel(flat, off, n, step, h, row_stride, w, lane_stride, ahead, parts,
-                         levels, out):
+def _strided_sums_kernel(flat, params, parts, out):
     """out[r*w + t] = sum over i < n of flat[off + i*step + r*row_stride + t*lane_stride]
-    (r < h, t < w): sums over a diagonal whose terms lie far apart (a trace, ``iij->j``, a
-    partial trace) wait on memory, so the i range is split in ``parts`` that the threads
-    load side by side.  Each part adds runs of _BLOCK terms and merges them on a pairwise
-    cascade; the parts are added in order.  With ``ahead`` the first lane of each row of
-    the next run is prefetched while one is added: a far-apart term also misses the TLB,
-    and this starts its page walk early (a trace of a 4096^2 matrix: 13 -> 9 us on two
-    threads; a loop over the other lanes' lines made it slower than none).  Up to _CHAINS sums add their runs one after
-    the other, each in a register: added term by term into a row of accumulators in
-    memory, each addition would wait for the store of the one before (a trace 1.6x, an
+    (r < h, t < w; ``params`` holds off, n, step, h, row_stride, w, lane_stride, ahead,
+    levels: one array, as Numba's dispatch costs 0.1 us an argument): sums over a
+    diagonal whose terms lie far apart (a trace, ``iij->j``, a partial trace) wait on
+    memory, so the i range is split in ``parts`` that the threads load side by side.
+    Each part adds runs of _BLOCK terms and merges them on a pairwise cascade of
+    ``levels``; the parts are added in order.
+
+    With ``ahead`` the first lane of each row of the next run is prefetched while one is
+    added: a far-apart term also misses the TLB, and this starts its page walk early (a
+    trace of a 4096^2 matrix: 13 -> 9 us on two threads; a loop over the other lanes'
+    lines made it slower than none).  Up to _CHAINS sums add their runs one after the
+    other, each in a register: added term by term into a row of accumulators in memory,
+    each addition would wait for the store of the one before (a trace 1.6x, an
     ``iij->j`` 2x slower).  More sums add a term of each in turn, in that row, which
     vectorises over unit-stride lanes."""
+    off, n, step, h, row_stride, w, lane_stride, ahead, levels = (
+        params[0], params[1], params[2], params[3], params[4], params[5], params[6],
+        params[7], params[8])
     m = h * w
     partial = np.empty((parts, m), out.dtype)
     zero = np.zeros(1, out.dtype)[0]
@@ -1144,14 +1150,14 @@ def strided_sums(dtype, n, step, lanes):
     if (dtype not in _REAL_SUMS or len(lanes) > 2 or n * h * w < _MIN_STRIDED
             or abs(step) * dtype.itemsize < _LINE or h * w > _MAX_STRIDED_SUMS or n < 2):
         return None
-    levels = _ceil_div(n, _BLOCK).bit_length() + 1
     lines = n * h * min(w, _ceil_div(((w - 1) * abs(lane_stride) + 1) * dtype.itemsize, _LINE))
     parallel = lines >= _PARALLEL_LINES
+    params = np.array([0, n, step, h, row_stride, w, lane_stride, parallel,
+                       _ceil_div(n, _BLOCK).bit_length() + 1], np.int64)
 
     def run(a, out):
         threads = min(_thread_counter()(), n // 2) if parallel else 1
-        _STRIDED_SUMS[threads == 1](a.reshape(-1), 0, n, step, h, row_stride, w, lane_stride,
-                                    parallel, threads, levels, out.reshape(-1))
+        _STRIDED_SUMS[threads == 1](a.reshape(-1), params, threads, out.reshape(-1))
 
     return run
 
