@@ -258,3 +258,35 @@ def test_failed_pack_rounding_changes_no_train(monkeypatch):
     with pytest.raises(np.linalg.LinAlgError, match="injected"):
         p.round_(1e-8)
     assert all(p[pos].version == 0 and p[pos].summands is not None for pos in p.positions())
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_pack_operations_pause_the_garbage_collector_and_restore_it(monkeypatch, enabled):
+    """add, add_ and round_ run with the cyclic collector off, and leave it as they found
+    it, also when they raise."""
+    import gc
+
+    seen = []
+
+    def spy(original):
+        def record(*args, **kwargs):
+            seen.append(gc.isenabled())
+            return original(*args, **kwargs)
+        return record
+
+    monkeypatch.setattr(pack_module.TrainPack, "_check_pair",  # add, add_
+                        spy(pack_module.TrainPack._check_pair))
+    monkeypatch.setattr(pack_module, "map_chunks", spy(pack_module.map_chunks))  # add_, round_
+    p = tt.TrainPack([rand((3, 3, 3), 2, seed=s) for s in range(3)])
+    (gc.enable if enabled else gc.disable)()
+    try:
+        q = tt.add(p, p)
+        q.round_(1e-10)
+        p.copy().add_(p.copy())
+        assert len(seen) == 4 and not any(seen) and gc.isenabled() == enabled
+        opened = tt.TrainPack([rand((3, 3), 2, left_bond=2)])
+        with pytest.raises(OperationError, match="closed"):
+            opened.round_(1e-10)
+        assert gc.isenabled() == enabled
+    finally:
+        gc.enable()

@@ -20,6 +20,9 @@ it after any of them changed (every in-place operation bumps the version) raises
 ((1, 2, 2, 1), (1, 3))
 """
 
+import functools
+import gc
+
 import numpy as np
 
 from ..errors import OperationError
@@ -35,6 +38,33 @@ from .workers import map_chunks
 # (2x faster than one call over 2048 trains of d=6, n=16, rank 16), large enough that the
 # per-call overhead is shared.
 CHUNK = 128
+
+
+def _gc_paused(operation):
+    """``operation`` with Python's cyclic garbage collector paused while it runs.
+
+    A pack operation makes tens of thousands of objects (a core object per core of every
+    train, the trains' tuples) that all stay alive. Their number triggers collections,
+    and a full collection walks every object of the process: with the 380 000 of the
+    4096-train benchmark, paused collections took the median of add + round from 650 to
+    580 ms and its slowest calls from 820 to 640 ms. The collector resumes afterwards
+    (unless it was off before), and the next allocations trigger it as before.
+
+    >>> _gc_paused(gc.isenabled)(), gc.isenabled()
+    (False, True)
+    """
+
+    @functools.wraps(operation)
+    def paused(*args, **kwargs):
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return operation(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+
+    return paused
 
 
 def _signature(t):
@@ -146,6 +176,7 @@ class TrainPack:
                 require_closed(what, self[pos], other[pos])
             require_same_dims(what, self[pos], other[pos])
 
+    @_gc_paused
     def add(self, other):
         """A new pack of the trainwise sums (:class:`~tenalg.tt.train.LazySum`: the
         block-diagonal cores are built only when read; :meth:`round_` works on the
@@ -154,6 +185,7 @@ class TrainPack:
         return TrainPack([[LazySum(x, y) for x, y in zip(r, s, strict=True)]
                           for r, s in zip(self._grid, other._grid, strict=True)])
 
+    @_gc_paused
     def add_(self, other):
         """Trainwise a += b in place; every train of ``other`` is emptied (unless it is
         the train of ``self`` at the same position: ``tt.add_(p, p)`` doubles p)."""
@@ -204,6 +236,7 @@ class TrainPack:
                 out[pos] = x
         return out
 
+    @_gc_paused
     def round_(self, eps=0.0, max_rank=None, method="svd", *, rmax=None, rng=None):
         """Round every train in place to its own eps-adaptive ranks (batched per group).
 
