@@ -27,8 +27,8 @@ import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import get_num_threads, njit, prange, set_num_threads, types
-from numba.np.ufunc import parallel as _pool
 from numba.extending import intrinsic, overload
+from numba.np.ufunc import parallel as _pool
 
 from ..descriptors import Binary, Reduce, Unary
 from ..dtypes import STORAGE_TYPES, bfloat16, float16, is_complex
