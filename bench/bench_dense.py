@@ -196,6 +196,8 @@ def workloads():
                traffic=lambda a: reduction_bytes(a, (1,)), quick=True),
         _dense("sum-512x512x64-f32-axes02", [((512, 512, 64), f32)], _sum((0, 2)),
                limit="read", traffic=lambda a: reduction_bytes(a, (0, 2)), quick=True),
+        _dense("sum-512x512x64-f32-axis2", [((512, 512, 64), f32)], _sum(2), limit="read",
+               traffic=lambda a: reduction_bytes(a, (2,))),
         _dense("sum-4096x4096-f16-axis1", [((4096, 4096), f16)], _sum(1), limit="read",
                traffic=lambda a: reduction_bytes(a, (1,)), quick=True),
         _dense("permute-3102-64x64x64x64-f64", [(_P4, f64)], _permute(_A4), limit="copy-new",

@@ -374,6 +374,8 @@ def fsum_bound(x, axes):
         ((3, 50_000), (1,), None),              # few outputs, long rows
         ((40, 300, 9), (1,), None),             # lanes along the contiguous free axis
         ((64, 40, 300), (0, 2), None),          # inner reduced rows, lanes of outputs
+        ((300, 40, 64), (2,), None),            # short contiguous rows, all lanes a call
+        ((20, 50, 300), (2,), None),            # rows longer than a chunk
         ((70, 300), (0,), "T"),                 # transposed input
         ((600, 600), (0,), "diag"),             # trace: one strided diagonal axis
     ],
