@@ -1536,9 +1536,10 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     """
     if out.size == 0:
         return
-    plain_sum = _OPS[Reduce.coerce(op)] == 0 and _unary_code(unary_a, compute) == _IDENTITY
+    op_code, a_code = _OPS[Reduce.coerce(op)], _unary_code(unary_a, compute)
     # two streaming passes beat reducing short rows one call each; a plain sum adds the
     # rows of all lanes in one call (_add_row_sums), faster still (1.5 against 2.7 ms)
+    plain_sum = op_code == 0 and a_code == _IDENTITY
     split = None if plain_sum else _plane_split(_layout(a), out.ndim)
     if split is not None:
         view_shape, view_strides, lane, n = split
@@ -1554,8 +1555,8 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     c = c if use_c else out
     threads = _threads(a.size)
     prep = _reduce_prep(_layout(out), _layout(c), _layout(a), threads)
-    codes = _codes(_OPS[Reduce.coerce(op)], _unary_code(unary_a, compute),
-                   _unary_code(unary_c, compute), alpha != 1, use_c, beta != 1, _fmt(out))
+    codes = _codes(op_code, a_code, _unary_code(unary_c, compute), alpha != 1, use_c,
+                   beta != 1, _fmt(out))
     arrays = (_memory(out), _memory(c), _mark(c), _memory(a), _mark(a), codes,
               _scalars((alpha, beta), compute))
     free_shape, offs, strides, lanes, _, row_len, row_stride, walk_shape, *_ = prep
