@@ -134,8 +134,10 @@ def _pack(count, d, n, r):
             fns["teneva"] = lambda: [_teneva_round_sum(xy, r) for xy in arrays]
         return fns
 
+    # 2 s per engine: the pack (0.6 s for 4096 trains) gets several samples, the loop
+    # and teneva (3-6 s) one each
     return Workload(f"tt-pack-{count}-d{d}-n{n}-r{r}-add-round", "tt", setup, compare=False,
-                    quick=count <= 128)
+                    quick=count <= 128, budget=2.0)
 
 
 def _delta_products(count, d, n):

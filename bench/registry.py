@@ -33,6 +33,7 @@ class Workload:
     flops: float = 0.0  # floating-point operations (compute-bound workloads)
     quick: bool = False  # part of `tenalg bench --quick`
     compare: bool = True  # check the engines' results against each other
+    budget: float = 0.0  # seconds per engine at least (the run's budget when it is more)
 
     def __post_init__(self):
         if self.limit is not None and self.limit not in LIMITS:

@@ -122,7 +122,7 @@ def _run_workload(workload, budget, min_rounds):
     if workload.compare and len(outputs) > 1:
         result.check = compare(outputs)
     del outputs
-    result.times = measure(fns, budget, min_rounds) if fns else {}
+    result.times = measure(fns, max(budget, workload.budget), min_rounds) if fns else {}
     return result
 
 
