@@ -22,6 +22,7 @@ it after any of them changed (every in-place operation bumps the version) raises
 
 import functools
 import gc
+import itertools
 
 import numpy as np
 
@@ -71,8 +72,8 @@ def _signature(t):
     """Trains of equal signatures are stacked together: equal dtypes and core shapes (sums
     not yet built: equal shapes of their summands' cores)."""
     parts = t.summands if isinstance(t, LazySum) else None
-    return (t.dtype, parts is not None,
-            tuple(c.shape for cores in (parts or (t.cores,)) for c in cores))
+    cores = (*parts[0], *parts[1]) if parts else t.cores
+    return t.dtype, parts is not None, tuple([c._shape for c in cores])  # no property: 2x
 
 
 class DevicePack:
@@ -149,6 +150,10 @@ class TrainPack:
         """Every (var, block), var-major."""
         return [(v, b) for v in range(self.nvars) for b in range(self.nblocks)]
 
+    def _trains(self):
+        """Every train, var-major (in the order of :meth:`positions`)."""
+        return itertools.chain.from_iterable(self._grid)
+
     def __repr__(self):
         return f"TrainPack(nvars={self.nvars}, nblocks={self.nblocks})"
 
@@ -159,9 +164,9 @@ class TrainPack:
     def _groups(self, other=None):
         """Positions grouped by core shapes (of both packs), in chunks of at most CHUNK."""
         groups = {}
-        for pos in self.positions():
-            key = (_signature(self[pos]), other is not None and _signature(other[pos]))
-            groups.setdefault(key, []).append(pos)
+        others = other._trains() if other is not None else itertools.repeat(None)
+        for pos, t, o in zip(self.positions(), self._trains(), others):
+            groups.setdefault((_signature(t), o is not None and _signature(o)), []).append(pos)
         return [g[i : i + CHUNK] for g in groups.values() for i in range(0, len(g), CHUNK)]
 
     def device_pack(self, groups=None):
@@ -171,10 +176,10 @@ class TrainPack:
     def _check_pair(self, other, what, closed):
         if not isinstance(other, TrainPack) or other.shape != self.shape:
             raise OperationError(f"{what} needs two TrainPacks of the same shape")
-        for pos in self.positions():
+        for x, y in zip(self._trains(), other._trains(), strict=True):
             if closed:
-                require_closed(what, self[pos], other[pos])
-            require_same_dims(what, self[pos], other[pos])
+                require_closed(what, x, y)
+            require_same_dims(what, x, y)
 
     @_gc_paused
     def add(self, other):
@@ -218,7 +223,7 @@ class TrainPack:
 
     def norm(self):
         """Trainwise Frobenius norms as an (nvars, nblocks) array."""
-        for t in (self[pos] for pos in self.positions()):
+        for t in self._trains():
             t._need_cores("norm")
         groups = self._groups()
 
@@ -242,8 +247,7 @@ class TrainPack:
 
         Returns grid[var][block] of TruncationInfo.
         """
-        for pos in self.positions():
-            require_closed("round_", self[pos])
+        require_closed("round_", *self._trains())
         groups = self._groups()
         options = [resolve_options(eps, max_rank, rmax, method, self[g[0]].dtype)
                    for g in groups]

@@ -64,14 +64,15 @@ class TensorTrain:
         self._init(made, storage, made[0].dtype if made else np.dtype(np.float64))
 
     def _init(self, cores, storage, dtype):
-        for k in range(len(cores) - 1):
-            if cores[k].rr != cores[k + 1].lr:
+        shapes = [c._shape for c in cores]
+        for k in range(len(shapes) - 1):
+            if shapes[k][2] != shapes[k + 1][0]:
                 raise OperationError(
-                    f"cores {k} and {k + 1} disagree: core {k} has right rank {cores[k].rr} "
-                    f"but core {k + 1} has left rank {cores[k + 1].lr}"
+                    f"cores {k} and {k + 1} disagree: core {k} has right rank {shapes[k][2]} "
+                    f"but core {k + 1} has left rank {shapes[k + 1][0]}"
                 )
         self._cores, self._storage, self._dtype = tuple(cores), storage, np.dtype(dtype)
-        self._dims = tuple(c.dd for c in cores)
+        self._dims = tuple([s[1] for s in shapes])
         self._version = getattr(self, "_version", -1) + 1
 
     @classmethod
@@ -101,8 +102,8 @@ class TensorTrain:
 
     def _replace(self, cores, storage=None):
         """Swap in new cores (the in-place step of every ``*_`` operation): bumps the version."""
-        storage = storage or self._storage
-        cores = [c.to_storage(storage) for c in cores]
+        storage = check_storage(storage or self._storage)
+        cores = [c if c.storage == storage else c.to_storage(storage) for c in cores]
         self._init(cores, storage, cores[0].dtype if cores else self._dtype)
 
     cores = property(lambda self: self._cores, doc="The cores, as a tuple of TensorCores.")
