@@ -164,8 +164,9 @@ class TrainPack:
     def _groups(self, other=None):
         """Positions grouped by core shapes (of both packs), in chunks of at most CHUNK."""
         groups = {}
-        others = other._trains() if other is not None else itertools.repeat(None)
-        for pos, t, o in zip(self.positions(), self._trains(), others):
+        positions = self.positions()
+        others = other._trains() if other is not None else [None] * len(positions)
+        for pos, t, o in zip(positions, self._trains(), others, strict=True):
             groups.setdefault((_signature(t), o is not None and _signature(o)), []).append(pos)
         return [g[i : i + CHUNK] for g in groups.values() for i in range(0, len(g), CHUNK)]
 
