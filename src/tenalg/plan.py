@@ -354,11 +354,16 @@ def _is_exactly(x, layout):
             and x.strides == layout[1] and (x.base is None or made_by_numpy(x)))
 
 
+_ABSENT = object()  # no array given at all (the plan's checks then say how many it takes)
+
+
 def _checked(run, expected, general):
     """A plan's ``execute`` for a direct runner ``run``: arrays exactly of the plan's
     layouts (:func:`_is_exactly`) and default scalars go straight to ``run``, anything
     else to ``general`` (the full checks).  One input, the common case, is checked inline
-    with its layout in local variables: an 8x8 transpose plan 0.84 -> 0.75 us."""
+    with its layout in local variables and handed to the runner's one-array shortcut
+    (``run.single``) where it has one: an 8x8 transpose plan 0.84 -> 0.63-0.65 us, NumPy's
+    ``np.ascontiguousarray(a.T)`` 0.34."""
     if len(expected) != 1:
         def execute_many(*arrays, alpha=None, beta=None, gamma=None):
             if (alpha is None and beta is None and gamma is None
@@ -368,13 +373,15 @@ def _checked(run, expected, general):
 
         return execute_many
     shape, strides, dtype = expected[0]
+    single = run.single or (lambda x: run((x,)))
+    ndarray = np.ndarray  # a local: no module attribute lookup per call
 
-    def execute(*arrays, alpha=None, beta=None, gamma=None):
-        if len(arrays) == 1 and alpha is None and beta is None and gamma is None:
-            x = arrays[0]
-            if (type(x) is np.ndarray and x.dtype is dtype and x.shape == shape
-                    and x.strides == strides and (x.base is None or made_by_numpy(x))):
-                return run(arrays)
+    def execute(x=_ABSENT, /, *more, alpha=None, beta=None, gamma=None):
+        if (type(x) is ndarray and not more and alpha is None and beta is None
+                and gamma is None and x.dtype is dtype and x.shape == shape
+                and x.strides == strides and (x.base is None or made_by_numpy(x))):
+            return single(x)
+        arrays = more if x is _ABSENT else (x, *more)
         return general(*arrays, alpha=alpha, beta=beta, gamma=gamma)
 
     return execute

@@ -31,6 +31,10 @@ def test_permutation(data, shape, dtype, order):
     assert [s for s, n in zip(got.strides, got.shape, strict=True) if n > 1] == [
         s for s, n in zip(expected.strides, expected.shape, strict=True) if n > 1]
     np.testing.assert_array_equal(got, expected)
+    run = auto._direct  # the one-array shortcut and the general call agree
+    for result in (run((a,)),) + ((run.single(a),) if run.single else ()):
+        assert result.strides == got.strides
+        np.testing.assert_array_equal(result, expected)
     out = np.full_like(got, 7)
     assert auto.execute_into(out, a) is out
     np.testing.assert_array_equal(out, got)

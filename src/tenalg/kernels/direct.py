@@ -30,9 +30,11 @@ _UFUNCS = {Binary.ADD: np.add, Binary.MUL: np.multiply,
            Reduce.SUM: np.add, Reduce.PRODUCT: np.multiply}
 
 
-def _runner(call, describe):
-    """``call(arrays, out=None)`` computes the operation and returns the output."""
-    call.describe = describe
+def _runner(call, describe, single=None):
+    """``call(arrays, out=None)`` computes the operation and returns the output;
+    ``call.single(a)``, where given, is ``call((a,))`` with nothing in between (a small
+    call's time is mostly calls)."""
+    call.describe, call.single = describe, single
     return call
 
 
@@ -102,7 +104,11 @@ def _permutation(op, allocate):
         np.copyto(out, view)
         return out
 
-    return _runner(call, f"numpy copy of A.transpose({axes})")
+    single = None
+    if order is not None:
+        single = ((lambda a: a.T.copy(order)) if reverse
+                  else (lambda a: a.transpose(axes).copy(order)))
+    return _runner(call, f"numpy copy of A.transpose({axes})", single)
 
 
 def _copy_order(a, axes, out, probe_limit=1 << 16):
