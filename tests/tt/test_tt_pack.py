@@ -190,6 +190,20 @@ def test_pack_sums_are_built_only_when_read():
         np.testing.assert_allclose(p[pos].to_dense(), single.to_dense(), atol=1e-12)
 
 
+def test_device_pack_groups_must_share_core_shapes():
+    """A group given by the caller is stacked only when its trains' cores agree; sums
+    of equal ranks split differently between the summands are built and stacked."""
+    x, y, z = (rand(DIMS, r, seed=s) for s, r in enumerate((2, 3, 4)))
+    p = tt.add(tt.TrainPack([x, y, x]), tt.TrainPack([z, y, y]))  # ranks 6, 6, 5
+    with pytest.raises(OperationError, match=r"device_pack: .* at \(0, 0\) .* at \(0, 2\)"):
+        p.device_pack(groups=[[(0, 0), (0, 2)]])
+    q = tt.add(tt.TrainPack([x, z]), tt.TrainPack([z, x]))  # 2 + 4 and 4 + 2
+    ((positions, cores),) = q.device_pack(groups=[[(0, 0), (0, 1)]]).groups
+    for i, pos in enumerate(positions):
+        for k, c in enumerate(cores):
+            np.testing.assert_array_equal(c[i], q[pos].cores[k].array())
+
+
 @pytest.mark.parametrize("k", [5, 3])
 def test_times_lower_skips_only_zeros(k):
     """Block-diagonal core times a lower trapezoidal factor, blockwise, against dense."""

@@ -85,6 +85,15 @@ class DevicePack:
     """
 
     def __init__(self, pack, groups):
+        for positions in groups:
+            shapes = [(pack[pos].dtype, pack[pos].dims, pack[pos].ranks) for pos in positions]
+            odd = next((k for k, x in enumerate(shapes) if x != shapes[0]), None)
+            if odd is not None:
+                raise OperationError(
+                    f"device_pack: the trains of a group must have equal core shapes and "
+                    f"dtypes; the train at {positions[0]} has dims {shapes[0][1]}, ranks "
+                    f"{shapes[0][2]}, {shapes[0][0]}, the one at {positions[odd]} dims "
+                    f"{shapes[odd][1]}, ranks {shapes[odd][2]}, {shapes[odd][0]}")
         groups = [(tuple(positions), _stacked([pack[pos] for pos in positions]))
                   for positions in groups]
         self._trains = {pos: pack[pos] for positions, _ in groups for pos in positions}
@@ -281,7 +290,7 @@ def _summands(trains, work):
     """Stacks to round for a group of ``trains``: the cores of both summands of sums not
     yet built (in ``work``'s buffers; their shapes must agree), else the trains' own cores."""
     parts = [t.summands if isinstance(t, LazySum) else None for t in trains]
-    if any(p is None for p in parts) or len({tuple(c.shape for c in p[0]) for p in parts}) > 1:
+    if any(p is None for p in parts) or len({_signature(t) for t in trains}) > 1:
         return [batched.stack(trains)]
     return [[work.stack((j, k), [p[j][k].array() for p in parts], trains[0].dtype)
              for k in range(len(parts[0][j]))] for j in (0, 1)]
