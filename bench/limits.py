@@ -14,6 +14,10 @@ workloads use medians); other processes on the machine lower both alike.
 - ``read``: a Numba ``prange`` sum, the limit of reductions.
 - ``gemm-f32``, ``gemm-f64``: ``np.matmul`` (BLAS, all cores).
 
+:func:`line_reads` (``python -m tenalg.bench.limits``) is a diagnostic, not a limit of
+the table: the rate at which a plain ``prange`` loop reads isolated cache lines, the
+ceiling of diagonal reads (docs/bench.md).
+
 >>> limits = measure_limits(quick=True, budget=0.01)
 >>> sorted(limits) == sorted(KEYS) and all(v > 0 for v in limits.values())
 True
@@ -40,6 +44,35 @@ def _parallel_sum(a):
     for i in numba.prange(a.size):
         total += a[i]
     return total
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def _strided_sum(a, step, count):
+    """The sum of a[i * step] for i < count, in 16 parts side by side."""
+    total, part = 0.0, count // 16
+    for p in numba.prange(16):
+        for i in range(p * part, (p + 1) * part):
+            total += a[i * step]
+    return total
+
+
+def line_reads(steps=(64, 128, 512, 32776), lines=1 << 21, size=1 << 30, budget=0.5):
+    """{step in bytes: bytes/s of 64-byte lines} read one float64 a line, the lines
+    ``step`` bytes apart in an array of ``size`` bytes (fewer lines where they would not
+    fit: the 32 KB steps of a 4096^2 trace give 32768 lines, 2 MB, which stay cached
+    from call to call as the trace's do).
+
+    >>> rates = line_reads(steps=(64, 4096), lines=1 << 12, size=1 << 24, budget=0.01)
+    >>> sorted(rates) == [64, 4096] and all(r > 0 for r in rates.values())
+    True
+    """
+    a = np.ones(size // 8)
+    counts = {s: min(lines, a.size // (s // 8)) // 16 * 16 for s in steps}
+    fns = {s: (lambda s=s: _strided_sum(a, s // 8, counts[s])) for s in steps}
+    for fn in fns.values():
+        fn()  # compile, fault the pages in
+    times = measure(fns, budget)
+    return {s: 64 * counts[s] / min(times[s]) for s in steps}
 
 
 def _copy_new(src):
@@ -87,3 +120,8 @@ def measure_limits(quick=False, budget=0.5):
     limits["copy"] = max(limits["copy-1t"], limits["copy-mt"])
     limits["copy-new"] = max(limits["copy-new-1t"], limits["copy-new-mt"])
     return {key: limits[key] for key in KEYS}
+
+
+if __name__ == "__main__":
+    for step, rate in line_reads().items():
+        print(f"lines {step:6d} bytes apart: {rate / 1e9:5.1f} GB/s of lines")

@@ -301,6 +301,12 @@ def test_measure_limits_gives_every_limit():
     assert measured["copy"] == max(measured["copy-1t"], measured["copy-mt"])
 
 
+def test_line_reads_probe_sums_one_element_a_line():
+    a = np.arange(4096.0)
+    assert limits._strided_sum(a, 8, 512) == a[::8].sum()  # 16 parts of 32 lines
+    assert limits._strided_sum(a, 16, 32) == a[: 32 * 16 : 16].sum()
+
+
 def test_read_bytes_counts_cache_lines():
     a = np.empty((4096, 4096))
     assert bench_dense.read_bytes(a) == a.nbytes
