@@ -170,6 +170,16 @@ def test_to_host():
     assert ta.to_host(a) is a
 
 
+def test_cache_keys_only_on_exact_ints():
+    from tenalg.api import _ints
+
+    for value in (None, 1, (), (1, 0), ((0, 2), (1, 3)), (1, (2, 3))):
+        assert _ints(value), value
+    for value in (True, 1.0, np.int64(1), [1], (True,), (1.0, 0), ((0, 2.0),), ((0, True),),
+                  (np.int64(0),), ((0, 2), [1, 3])):
+        assert not _ints(value), value
+
+
 def test_cached_front_end_calls_still_check_their_arguments():
     """A call cached for good arguments never lets a bad one through on the same layout."""
     a = np.arange(12.0).reshape(3, 4)
