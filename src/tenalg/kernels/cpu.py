@@ -1093,11 +1093,11 @@ def _strided_sums_kernel(flat, params, parts, out):
     With ``ahead`` the first lane of each row of the next run is prefetched while one is
     added: a far-apart term also misses the TLB (huge pages or not, in this VM), and
     this starts its page walk early (a trace of a 4096^2 matrix: 13 -> 9 us on two
-    threads; a loop over the other lanes' lines made it slower than none).  Up to _CHAINS sums add their runs one after the
-    other, each in a register: added term by term into a row of accumulators in memory,
-    each addition would wait for the store of the one before (a trace 1.6x, an
-    ``iij->j`` 2x slower).  More sums add a term of each in turn, in that row, which
-    vectorises over unit-stride lanes."""
+    threads; a loop over the other lanes' lines made it slower than none).  Up to
+    _CHAINS sums add their runs one after the other, each in a register: added term by
+    term into a row of accumulators in memory, each addition would wait for the store
+    of the one before (a trace 1.6x, an ``iij->j`` 2x slower).  More sums add a term of
+    each in turn, in that row, which vectorises over unit-stride lanes."""
     off, n, step, h, row_stride, w, lane_stride, ahead, levels = (
         params[0], params[1], params[2], params[3], params[4], params[5], params[6],
         params[7], params[8])
