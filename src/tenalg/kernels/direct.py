@@ -93,21 +93,18 @@ def _permutation(op, allocate):
     order = _copy_order(a.descriptor, axes, op.output)
 
     reverse = axes == tuple(range(len(axes)))[::-1]
-
-    def call(arrays, out=None):
-        view = arrays[0].T if reverse else arrays[0].transpose(axes)
-        if out is None and order == "C":
-            return view.copy()
-        if out is None and order is not None:
-            return view.copy(order=order)
-        out = allocate() if out is None else out
-        np.copyto(out, view)
-        return out
-
-    single = None
+    single = None  # a new output straight from the transposed view's copy, where it can be
     if order is not None:
         single = ((lambda a: a.T.copy(order)) if reverse
                   else (lambda a: a.transpose(axes).copy(order)))
+
+    def call(arrays, out=None):
+        if out is None and single is not None:
+            return single(arrays[0])
+        out = allocate() if out is None else out
+        np.copyto(out, arrays[0].T if reverse else arrays[0].transpose(axes))
+        return out
+
     return _runner(call, f"numpy copy of A.transpose({axes})", single)
 
 
