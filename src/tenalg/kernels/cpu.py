@@ -959,15 +959,13 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
 @njit(**_JIT)
 def _finish(res, w, out, o, so, c, co, sc, tc, codes, scal):
     """out[o + t*so] = alpha * res[t] + beta * unary_c(c[co + t*sc])."""
-    x = np.empty(1, res.dtype)
     for t in range(w):
         v = res[t]
         if codes[3]:
             v = scal[0] * v
         if codes[4]:
-            x[0] = _load(c[_U(co + t * sc)], tc)
-            x[0] = _unary(codes[2], x[0])
-            v = v + scal[1] * x[0] if codes[5] else v + x[0]
+            x = _unary(codes[2], _like(_load(c[_U(co + t * sc)], tc), v))
+            v = v + scal[1] * x if codes[5] else v + x
         out[_U(o + t * so)] = _storage_value(out, v, codes[6])
 
 
@@ -1031,26 +1029,48 @@ def _reduce_kernel(free_shape, offs, strides, lanes, lane_w, row_len, row_stride
 _REDUCE = _twins(_reduce_kernel)
 
 
+_HALF_CHUNK = 1024  # elements of a long row's chunk in 16-bit storage
+
+
+def _long_chunk(x):
+    """Elements of a long row's chunk of storage ``x``: _CHUNK, as NumPy's pairwise leaves,
+    or _HALF_CHUNK for 16-bit storage (a constant of each compiled kernel)."""
+
+
+@overload(_long_chunk, jit_options=_JIT)
+def _long_chunk_impl(x):
+    n = _HALF_CHUNK if isinstance(x.dtype, types.Integer) else _CHUNK
+    return lambda x: n
+
+
 @njit(**{**_JIT, "fastmath": {"reassoc"}})
 def _sum_chunk(x, off, mark, buf):
-    """The sum of the _CHUNK elements x[off:off + _CHUNK] widened: a fixed trip count,
-    which LLVM vectorises with many accumulators and no remainder loop."""
+    """The sum of the chunk x[off:off + _long_chunk(x)] widened: a fixed trip count, which
+    LLVM unrolls into vector accumulators with no remainder loop.
+
+    A 16-bit chunk of 1024 goes into four float32 accumulators of 16 lanes, each lane
+    adding 16 elements as NumPy's pairwise leaves do, and pays for combining them and a
+    push on the cascade once per 1024 elements: 15% faster than chunks of 128 on a 4096^2
+    float16 sum, one thread.  Its float32 rounding stays far below a 16-bit result's."""
     buf[0] = 0
     r = buf[0]
-    for i in range(off, off + _CHUNK):
+    for i in range(off, off + _long_chunk(x)):
         r += _load(x[_U(i)], mark)
     return r
 
 
 @njit(**_JIT)
 def _row_sum(x, off, n, mark, buf, stack, acc):
-    """The sum of the contiguous row x[off:off + n] widened, pairwise: _CHUNK-element
-    chunks pushed on the cascade ``stack`` (levels, 1) of :func:`_push`."""
+    """The sum of the contiguous row x[off:off + n] widened, pairwise: chunks of
+    :func:`_sum_chunk` pushed on the cascade ``stack`` (levels, 1) of :func:`_push`."""
     depth = count = 0
-    for c0 in range(0, n, _CHUNK):
-        m = min(_CHUNK, n - c0)
-        acc[0] = (_sum_chunk(x, off + c0, mark, buf) if m == _CHUNK
-                  else _sum_run(x, off + c0, m, 1, mark, buf))
+    chunk = _long_chunk(x)
+    full = n - n % chunk
+    for c0 in range(0, full, chunk):  # whole chunks in a loop of their own (inlined)
+        acc[0] = _sum_chunk(x, off + c0, mark, buf)
+        depth, count = _push(stack, depth, count, acc, 1, 0)
+    if full < n:
+        acc[0] = _sum_run(x, off + full, n - full, 1, mark, buf)
         depth, count = _push(stack, depth, count, acc, 1, 0)
     _fold(stack, depth, acc, 1, 0, acc)
     return acc[0]
@@ -1067,15 +1087,19 @@ def _row_sums_kernel(free_shape, offs, strides, row_len, levels, out, c, tc, a, 
     for ax in range(nf - 1):
         outer *= free_shape[ax]
     mark = ta[0]
-    for u in prange(outer * lanes):
+    rows = outer * lanes
+    tasks = min(rows, _TASKS)
+    for k in prange(tasks):  # a task's buffers serve all its rows
         base = np.empty(3, np.int64)
-        _offsets(u // lanes, free_shape, strides, nf - 1, offs, base)
-        t = u % lanes
         res, buf = np.empty(1, scal.dtype), np.empty(1, scal.dtype)
         stack = np.empty((levels, 1), scal.dtype)
-        res[0] = _row_sum(a, base[2] + t * strides[2, nf - 1], row_len, mark, buf, stack, res)
-        _finish(res, 1, out, base[0] + t * strides[0, nf - 1], 0, c,
-                base[1] + t * strides[1, nf - 1], 0, tc, codes, scal)
+        for u in range(k * rows // tasks, (k + 1) * rows // tasks):
+            _offsets(u // lanes, free_shape, strides, nf - 1, offs, base)
+            t = u % lanes
+            res[0] = _row_sum(a, base[2] + t * strides[2, nf - 1], row_len, mark, buf, stack,
+                              res)
+            _finish(res, 1, out, base[0] + t * strides[0, nf - 1], 0, c,
+                    base[1] + t * strides[1, nf - 1], 0, tc, codes, scal)
 
 
 _ROW_SUMS = _twins(_row_sums_kernel)
