@@ -625,6 +625,29 @@ def test_strided_sums_over_two_lane_axes():
     np.testing.assert_allclose(out, np.einsum("ijik->jk", a), rtol=1e-13, atol=1e-12)
 
 
+@pytest.mark.parametrize("n, h, w", [(1500, 3, 5), (4500, 2, 1), (700, 5, 40)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_strided_sums_split_rows_between_threads(n, h, w, threads):
+    """Rows r of sums a[i*step + r*row_stride + t] (2 threads take whole rows, unevenly
+    for odd h; one sum after the other or side by side): within the pairwise bound."""
+    import numba
+
+    step, row_stride = h * 48 + 17, 48
+    a = values(np.random.default_rng(n + h), (n, step), F64)
+    run = cpu.strided_sums(F64, n, step, [(h, row_stride), (w, 1)])
+    out = np.full((h, w), np.nan)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        run(a, out)
+    finally:
+        numba.set_num_threads(previous)
+    terms = np.stack([a[:, r * row_stride:r * row_stride + w] for r in range(h)], axis=1)
+    exact = np.array([[math.fsum(terms[:, r, t]) for t in range(w)] for r in range(h)])
+    bound = (16 + math.log2(n)) * np.finfo(F64).eps * np.abs(terms).sum(axis=0)
+    assert np.all(np.abs(out - exact) <= bound)
+
+
 def test_strided_sums_decline_what_they_do_not_serve():
     assert cpu.strided_sums(F64, 100, 4097, []) is None  # too few terms
     assert cpu.strided_sums(F64, 4096, 4, []) is None  # terms share cache lines
