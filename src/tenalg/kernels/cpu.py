@@ -1110,7 +1110,7 @@ def _strided_part(flat, o, lo, hi, step, rows, row_stride, w, lane_stride, ahead
                   res):
     """res[r*w + t] = sum over lo <= i < hi of flat[o + i*step + r*row_stride +
     t*lane_stride] for r < rows, t < w: one part of :func:`_strided_sums_kernel` (a
-    function of its own: inlined in the parallel loop's body it ran 25% slower)."""
+    function of its own: inlined in the parallel loop's body it ran 20-25% slower)."""
     m = rows * w
     acc = np.zeros(m, res.dtype)
     stack = np.empty((levels, m), res.dtype)
