@@ -173,6 +173,18 @@ def test_plan_takes_descriptors_and_caches():
     assert len(PLANS) == 2
 
 
+def test_plan_cache_evicts_the_least_recently_used():
+    from tenalg.einsum import PlanCache
+
+    cache = PlanCache(maxsize=2)
+    assert cache.get("a") is None
+    assert cache.put("a", 1) == 1 and cache.put("b", 2) == 2
+    assert cache.get("a") == 1  # "a" is now the most recent: "b" goes first
+    cache.put("c", 3)
+    assert (cache.get("a"), cache.get("b"), cache.get("c")) == (1, None, 3)
+    assert len(cache) == 2
+
+
 def test_thread_safe_cache():
     rng = np.random.default_rng(6)
     arrays = [rng.standard_normal((8, 8)) for _ in range(4)]
