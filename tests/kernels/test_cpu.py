@@ -590,6 +590,18 @@ def test_reduce_lane_tiles():
     assert_same(out, want, exact=False)
 
 
+def run_on_threads(threads, run, *args):
+    """``run(*args)`` with Numba's thread count set to ``threads`` (at most the pool's)."""
+    import numba
+
+    previous = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        run(*args)
+    finally:
+        numba.set_num_threads(previous)
+
+
 @pytest.mark.parametrize("dtype", [F32, F64])
 @pytest.mark.parametrize("n, w", [(1024, 1), (1500, 8), (3001, 3), (2048, 16), (5000, 1),
                                   (4500, 4), (4200, 40)])
@@ -598,18 +610,11 @@ def test_strided_sums_match_exact_sums(dtype, n, w, threads):
     """Sums of far-apart terms (w lanes of a[i, 0, :]), split between threads and merged
     pairwise, one sum after the other (w <= 16) or side by side, prefetched from 4096
     cache lines: within NumPy's pairwise error bound of the exact sums."""
-    import numba
-
     rng = np.random.default_rng(n + w)
     a = values(rng, (n, 17, w), dtype)
     run = cpu.strided_sums(dtype, n, 17 * w, [(w, 1)])
     out = np.full(w, np.nan, dtype)
-    previous = numba.get_num_threads()
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    try:
-        run(a, out)
-    finally:
-        numba.set_num_threads(previous)
+    run_on_threads(threads, run, a, out)
     diag = a[:, 0].astype(np.float64)
     exact = np.array([math.fsum(diag[:, j]) for j in range(w)])
     bound = (16 + math.log2(n)) * np.finfo(dtype).eps * np.abs(diag).sum(axis=0)
@@ -630,18 +635,11 @@ def test_strided_sums_over_two_lane_axes():
 def test_strided_sums_split_rows_between_threads(n, h, w, threads):
     """Rows r of sums a[i*step + r*row_stride + t] (2 threads take whole rows, unevenly
     for odd h; one sum after the other or side by side): within the pairwise bound."""
-    import numba
-
     step, row_stride = h * 48 + 17, 48
     a = values(np.random.default_rng(n + h), (n, step), F64)
     run = cpu.strided_sums(F64, n, step, [(h, row_stride), (w, 1)])
     out = np.full((h, w), np.nan)
-    previous = numba.get_num_threads()
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    try:
-        run(a, out)
-    finally:
-        numba.set_num_threads(previous)
+    run_on_threads(threads, run, a, out)
     terms = np.stack([a[:, r * row_stride:r * row_stride + w] for r in range(h)], axis=1)
     exact = np.array([[math.fsum(terms[:, r, t]) for t in range(w)] for r in range(h)])
     bound = (16 + math.log2(n)) * np.finfo(F64).eps * np.abs(terms).sum(axis=0)
