@@ -608,8 +608,9 @@ def run_on_threads(threads, run, *args):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_strided_sums_match_exact_sums(dtype, n, w, threads):
     """Sums of far-apart terms (w lanes of a[i, 0, :]), split between threads and merged
-    pairwise, one sum after the other (w <= 16) or side by side, prefetched from 4096
-    cache lines: within NumPy's pairwise error bound of the exact sums."""
+    pairwise: in vector registers below 4096 cache lines, else prefetched, one sum after
+    the other (w <= 16) or side by side: within NumPy's pairwise error bound of the
+    exact sums."""
     rng = np.random.default_rng(n + w)
     a = values(rng, (n, 17, w), dtype)
     run = cpu.strided_sums(dtype, n, 17 * w, [(w, 1)])
@@ -644,6 +645,42 @@ def test_strided_sums_split_rows_between_threads(n, h, w, threads):
     exact = np.array([[math.fsum(terms[:, r, t]) for t in range(w)] for r in range(h)])
     bound = (16 + math.log2(n)) * np.finfo(F64).eps * np.abs(terms).sum(axis=0)
     assert np.all(np.abs(out - exact) <= bound)
+
+
+def cascade_sum(terms):
+    """The sum over axis 0 of ``terms`` in the order of the strided-sums kernel: runs of
+    16 added in order from zero, the runs merged on a pairwise cascade (older + newer)."""
+    stack = []
+    for count, i0 in enumerate(range(0, len(terms), 16), start=1):
+        run = np.zeros_like(terms[0])
+        for term in terms[i0:i0 + 16]:
+            run = run + term
+        stack.append(run)
+        k = count
+        while k % 2 == 0:
+            newer = stack.pop()
+            stack[-1] = stack[-1] + newer
+            k //= 2
+    total = stack[-1]
+    for older in reversed(stack[:-1]):
+        total = older + total
+    return total
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("n, h, w", [(1000, 1, 13), (300, 1, 31), (130, 1, 9), (2047, 1, 1),
+                                     (200, 3, 11), (64, 32, 32), (1500, 1, 8)])
+def test_strided_sums_in_registers_keep_the_cascade_order(dtype, n, h, w):
+    """Unit-stride lanes (any count: registers of k, k/2, ..., 1 lanes) and single sums
+    add chunks of runs side by side in vector registers, whole chunks and a last partial
+    one: bit for bit the order of runs of 16 on the pairwise cascade."""
+    step, row_stride = h * (w + 5) + 19, w + 5
+    a = values(np.random.default_rng(n + w), (n, step), dtype)
+    run = cpu.strided_sums(dtype, n, step, [(h, row_stride), (w, 1)])
+    out = np.full((h, w), np.nan, dtype)
+    run(a, out)
+    terms = np.stack([a[:, r * row_stride:r * row_stride + w] for r in range(h)], axis=1)
+    np.testing.assert_array_equal(out, cascade_sum(terms))
 
 
 def test_strided_sums_decline_what_they_do_not_serve():

@@ -27,6 +27,7 @@ import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import get_num_threads, njit, prange, set_num_threads, types
+from numba.core import cgutils
 from numba.extending import intrinsic, overload
 from numba.np.ufunc import parallel as _pool
 
@@ -74,6 +75,7 @@ _TASKS = 256   # units are dealt out in at most this many tasks (allocations onc
 # 3 allocations per 512-element unit made the fused trinary 2x slower)
 _CHUNK = 128   # row chunk summed pairwise by the reduction (NumPy's block size)
 _BLOCK = 16    # contributions accumulated naively before entering the cascade
+_TREE = 8      # blocks that strided sums add side by side in registers, then pairwise
 _LANES = 4096  # outputs reduced side by side when the innermost axis is free (long runs per
 # walk step: 1 KB runs made a sum over axis 0 of a 4096^2 f32 matrix 2x slower than NumPy)
 _ROW_BLOCK = 1 << 14  # elements read per step (lanes x row) when the innermost axis is reduced
@@ -1105,6 +1107,68 @@ def _row_sums_kernel(free_shape, offs, strides, row_len, levels, out, c, tc, a, 
 _ROW_SUMS = _twins(_row_sums_kernel)
 
 
+def _vector_lanes(x):
+    """How many elements of array x one vector register holds (decided when compiling)."""
+
+
+@overload(_vector_lanes, jit_options=_JIT)
+def _vector_lanes_impl(x):
+    k = _VECTOR_BITS // x.dtype.bitwidth
+    return lambda x: k
+
+
+@intrinsic
+def _add_lane_vector(typingctx, flat, off, step, n, width, res, at):
+    """res[at + t] = the sum over i < n of flat[off + i*step + t] for t < width (a power
+    of two up to _vector_lanes(flat); n <= _BLOCK * _TREE), the lanes side by side in a
+    register: each block of _BLOCK terms is added in order from zero, one term of every
+    block in turn (their additions wait on nothing), and the blocks' sums pairwise,
+    ((b0 + b1) + (b2 + b3)) + ..., as the cascade of :func:`_push` adds blocks.  Numba
+    keeps no array in registers: added into ``res`` term by term, each addition would
+    wait for the store of the one before."""
+    bits = flat.dtype.bitwidth
+    widths = [1 << e for e in range((_VECTOR_BITS // bits).bit_length())]
+
+    def codegen(context, builder, sig, args):
+        data, off, step, n, width, out, at = args
+        element, i64 = context.get_value_type(sig.args[0].dtype), ir.IntType(64)
+        flat_data = context.make_array(sig.args[0])(context, builder, data).data
+        res_data = context.make_array(sig.args[5])(context, builder, out).data
+        last = builder.sub(n, i64(1))
+
+        def add_lanes(lanes):
+            vec = ir.VectorType(element, lanes)
+            zero = ir.Constant(vec, None)
+            blocks = [cgutils.alloca_once_value(builder, zero) for _ in range(_TREE)]
+            with cgutils.for_range(builder, builder.select(
+                    builder.icmp_signed("<", n, i64(_BLOCK)), n, i64(_BLOCK))) as loop:
+                for b, block in enumerate(blocks):
+                    i = builder.add(i64(b * _BLOCK), loop.index)
+                    with builder.if_then(builder.icmp_signed("<", i64(b * _BLOCK), n),
+                                         likely=True):
+                        term = builder.icmp_signed("<", i, n)  # else a term of no block
+                        at_i = builder.add(off, builder.mul(builder.select(term, i, last),
+                                                            step))
+                        v = builder.load(builder.bitcast(builder.gep(flat_data, [at_i]),
+                                                         vec.as_pointer()), align=bits // 8)
+                        builder.store(builder.fadd(builder.load(block),
+                                                   builder.select(term, v, zero)), block)
+            sums = [builder.load(block) for block in blocks]
+            while len(sums) > 1:
+                sums = [builder.fadd(x, y) for x, y in zip(sums[::2], sums[1::2], strict=True)]
+            builder.store(sums[0], builder.bitcast(builder.gep(res_data, [at]),
+                                                   vec.as_pointer()), align=bits // 8)
+
+        for lanes in widths:
+            with builder.if_then(builder.icmp_signed("==", width, i64(lanes))):
+                add_lanes(lanes)
+        return context.get_dummy_value()
+
+    sig = types.void(flat, types.int64, types.int64, types.int64, types.int64, res,
+                     types.int64)
+    return sig, codegen
+
+
 @njit(**_JIT)
 def _strided_part(flat, o, lo, hi, step, rows, row_stride, w, lane_stride, ahead, levels,
                   res):
@@ -1116,13 +1180,26 @@ def _strided_part(flat, o, lo, hi, step, rows, row_stride, w, lane_stride, ahead
     stack = np.empty((levels, m), res.dtype)
     zero = acc[0]
     depth = count = 0
-    for i0 in range(lo, hi, _BLOCK):
-        i1 = min(i0 + _BLOCK, hi)
+    k = _vector_lanes(flat)
+    # lanes side by side in registers, unless the part is long enough to prefetch terms
+    vector = (lane_stride == 1 or w == 1) and not (ahead and hi - lo > _BLOCK * _TREE)
+    span = _BLOCK * _TREE if vector else _BLOCK
+    for i0 in range(lo, hi, span):
+        i1 = min(i0 + span, hi)
         if ahead:
-            for i in range(i1, min(i1 + _BLOCK, hi)):
+            for i in range(i1, min(i1 + span, hi)):
                 for r in range(rows):
                     _prefetch(flat, _U(o + i * step + r * row_stride))
-        if m <= _CHAINS:
+        if vector:
+            for r in range(rows):
+                start, t = o + i0 * step + r * row_stride, 0
+                while t < w:
+                    width = k
+                    while width > w - t:
+                        width //= 2
+                    _add_lane_vector(flat, start + t, step, i1 - i0, width, acc, r * w + t)
+                    t += width
+        elif m <= _CHAINS:
             for r in range(rows):
                 for t in range(w):
                     base = o + r * row_stride + t * lane_stride
@@ -1131,8 +1208,8 @@ def _strided_part(flat, o, lo, hi, step, rows, row_stride, w, lane_stride, ahead
                         s += flat[_U(base + i * step)]
                     acc[r * w + t] = s
         else:
-            for k in range(m):
-                acc[k] = 0
+            for j in range(m):
+                acc[j] = 0
             for i in range(i0, i1):
                 for r in range(rows):
                     base = o + i * step + r * row_stride
@@ -1156,14 +1233,19 @@ def _strided_sums_kernel(flat, params, parts, out):
     order at the end).  Each part adds runs of _BLOCK terms and merges them on a
     pairwise cascade of ``levels``.
 
-    With ``ahead`` the first lane of each row of the next run is prefetched while one is
-    added: a far-apart term also misses the TLB (huge pages or not, in this VM), and
-    this starts its page walk early (a trace of a 4096^2 matrix: 13 -> 9 us on two
-    threads; a loop over the other lanes' lines made it slower than none).  Up to
-    _CHAINS sums add their runs one after the other, each in a register: added term by
-    term into a row of accumulators in memory, each addition would wait for the store
-    of the one before (a trace 1.6x, an ``iij->j`` 2x slower).  More sums add a term of
-    each in turn, in that row, which vectorises over unit-stride lanes."""
+    Unit-stride lanes, and single sums, add _TREE runs at a time in vector registers
+    (:func:`_add_lane_vector`), in the cascade's order: an ``iij->j`` of 2048 terms of
+    8 lanes took 7.2 us adding one lane after the other, 3.3 us so.  Not in parts long
+    enough to prefetch: with ``ahead`` the first lane of each row of the next run is
+    prefetched while one is added (a far-apart term also misses the TLB, huge pages or
+    not, in this VM, and this starts its page walk early: a trace of a 4096^2 matrix
+    took 13 us on two threads, 9 us so; a loop over the other lanes' lines made it
+    slower than none), and prefetching _TREE runs at a time made that trace 10% and an
+    ``iij->j`` of (4096, 4096, 2) 30% slower.  There, up to _CHAINS sums add their runs
+    one after the other, each in a register: added term by term into a row of
+    accumulators in memory, each addition would wait for the store of the one before
+    (a trace 1.6x, an ``iij->j`` 2x slower).  More sums add a term of each in turn, in
+    that row, which vectorises over unit-stride lanes."""
     off, n, step, h, row_stride, w, lane_stride, ahead, levels = (
         params[0], params[1], params[2], params[3], params[4], params[5], params[6],
         params[7], params[8])
