@@ -1170,6 +1170,22 @@ def _add_lane_vector(typingctx, flat, off, step, n, width, res, at):
 
 
 @njit(**_JIT)
+def _add_lane_vectors(flat, o, n, step, rows, row_stride, w, acc):
+    """acc[r*w + t] = the sum over i < n of flat[o + i*step + r*row_stride + t] for
+    r < rows, t < w, in registers of _vector_lanes(flat), then of half as many lanes,
+    and so on (:func:`_add_lane_vector`)."""
+    k = _vector_lanes(flat)
+    for r in range(rows):
+        start, t = o + r * row_stride, 0
+        while t < w:
+            width = k
+            while width > w - t:
+                width //= 2
+            _add_lane_vector(flat, start + t, step, n, width, acc, r * w + t)
+            t += width
+
+
+@njit(**_JIT)
 def _strided_part(flat, o, lo, hi, step, rows, row_stride, w, lane_stride, ahead, levels,
                   res):
     """res[r*w + t] = sum over lo <= i < hi of flat[o + i*step + r*row_stride +
@@ -1180,26 +1196,20 @@ def _strided_part(flat, o, lo, hi, step, rows, row_stride, w, lane_stride, ahead
     stack = np.empty((levels, m), res.dtype)
     zero = acc[0]
     depth = count = 0
-    k = _vector_lanes(flat)
-    # lanes side by side in registers, unless the part is long enough to prefetch terms
-    vector = (lane_stride == 1 or w == 1) and not (ahead and hi - lo > _BLOCK * _TREE)
-    span = _BLOCK * _TREE if vector else _BLOCK
-    for i0 in range(lo, hi, span):
-        i1 = min(i0 + span, hi)
+    if (lane_stride == 1 or w == 1) and not (ahead and hi - lo > _BLOCK * _TREE):
+        for i0 in range(lo, hi, _BLOCK * _TREE):  # lanes side by side in registers
+            _add_lane_vectors(flat, o + i0 * step, min(_BLOCK * _TREE, hi - i0), step, rows,
+                              row_stride, w, acc)
+            depth, count = _push(stack, depth, count, acc, m, 0)
+        _fold(stack, depth, acc, m, 0, res)
+        return
+    for i0 in range(lo, hi, _BLOCK):
+        i1 = min(i0 + _BLOCK, hi)
         if ahead:
-            for i in range(i1, min(i1 + span, hi)):
+            for i in range(i1, min(i1 + _BLOCK, hi)):
                 for r in range(rows):
                     _prefetch(flat, _U(o + i * step + r * row_stride))
-        if vector:
-            for r in range(rows):
-                start, t = o + i0 * step + r * row_stride, 0
-                while t < w:
-                    width = k
-                    while width > w - t:
-                        width //= 2
-                    _add_lane_vector(flat, start + t, step, i1 - i0, width, acc, r * w + t)
-                    t += width
-        elif m <= _CHAINS:
+        if m <= _CHAINS:
             for r in range(rows):
                 for t in range(w):
                     base = o + r * row_stride + t * lane_stride
