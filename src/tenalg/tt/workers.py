@@ -17,9 +17,7 @@ import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-import numba
-
-from ..kernels.cpu import one_thread
+from ..kernels.cpu import num_threads, one_thread
 from .batched import Workspace
 
 
@@ -33,7 +31,7 @@ def _blas():
 def map_chunks(fn, chunks):
     """``[fn(chunk, work) for chunk in chunks]`` with ``work`` a Workspace of the thread
     that runs it; on several threads when there are several chunks and cores."""
-    threads = min(len(chunks), numba.get_num_threads())
+    threads = min(len(chunks), num_threads())
     if threads <= 1:
         work = Workspace()
         return [fn(chunk, work) for chunk in chunks]
