@@ -26,8 +26,6 @@ True
 import numba
 import numpy as np
 
-from tenalg.kernels.cpu import num_threads
-
 from .timing import measure
 
 KEYS = ("copy-1t", "copy-mt", "copy", "copy-new-1t", "copy-new-mt", "copy-new", "read",
@@ -68,7 +66,6 @@ def line_reads(steps=(64, 128, 512, 32776), lines=1 << 21, size=1 << 30, budget=
     >>> sorted(rates) == [64, 4096] and all(r > 0 for r in rates.values())
     True
     """
-    num_threads()  # Numba's thread pool started as tenalg starts it (a short spin)
     a = np.ones(size // 8)
     counts = {s: min(lines, a.size // (s // 8)) // 16 * 16 for s in steps}
     fns = {s: (lambda s=s: _strided_sum(a, s // 8, counts[s])) for s in steps}
@@ -90,7 +87,6 @@ def measure_limits(quick=False, budget=0.5):
     Bandwidths use 128 MB arrays (well beyond the caches); GEMMs 2048^2 matrices, or
     1024^2 when ``quick``.
     """
-    num_threads()  # Numba's thread pool started as tenalg starts it (a short spin)
     elements = 16 * 1024 * 1024
     n = 1024 if quick else 2048
     rng = np.random.default_rng(0)

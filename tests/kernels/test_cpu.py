@@ -690,30 +690,6 @@ def test_strided_sums_decline_what_they_do_not_serve():
     assert cpu.strided_sums(C128, 4096, 4097, []) is None  # not a real float type
 
 
-def test_thread_pool_starts_with_a_short_spin_unless_the_user_chose(monkeypatch):
-    """Numba's OpenMP pool starts with GOMP_SPINCOUNT set, and the environment is as it
-    was afterwards; a user's GOMP_SPINCOUNT or OMP_WAIT_POLICY, or a running pool, is
-    left alone."""
-    import os
-
-    monkeypatch.setattr(cpu._pool, "_is_initialized", False)
-    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    with cpu._short_spin():
-        assert os.environ["GOMP_SPINCOUNT"] == cpu._SPINCOUNT
-    assert "GOMP_SPINCOUNT" not in os.environ
-    for name, value in [("GOMP_SPINCOUNT", "123"), ("OMP_WAIT_POLICY", "ACTIVE")]:
-        monkeypatch.setenv(name, value)
-        with cpu._short_spin():
-            assert os.environ.get("GOMP_SPINCOUNT") == ("123" if name == "GOMP_SPINCOUNT"
-                                                        else None)
-        assert os.environ[name] == value
-        monkeypatch.delenv(name)
-    monkeypatch.setattr(cpu._pool, "_is_initialized", True)
-    with cpu._short_spin():
-        assert "GOMP_SPINCOUNT" not in os.environ
-
-
 def test_parallel_twin_never_loads_the_serial_one_from_the_cache(tmp_path):
     """Numba's disk cache keys a kernel by name and signature, not by ``parallel``: the
     serial twin is a copy under another name, so a cache filled by it (small problems

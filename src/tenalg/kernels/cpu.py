@@ -21,7 +21,6 @@ stores round to nearest even in :func:`_encode16`.
 import contextlib
 import functools
 import math
-import os
 from types import FunctionType
 
 import numpy as np
@@ -101,7 +100,6 @@ _SHORT_INNER, _MIN_SHORT_INNER = 16, 1 << 12
 # runs whole rows, so the kernels need n * _ROW_ELEMENTS elements, at most _MIN_ROWS
 _ROW_ELEMENTS, _MIN_ROWS = 1 << 12, 1 << 18
 _SERIAL_WORK = 1 << 19  # below this many elements a thread-pool launch costs more than it saves
-_SPINCOUNT = "10000"  # rounds Numba's OpenMP workers spin after a kernel (_short_spin)
 
 
 # --------------------------------------------------------------------------------------
@@ -1385,41 +1383,9 @@ def _mark(x):
 def _thread_counter():
     """The C getter behind ``numba.get_num_threads()`` (the calling thread's setting),
     without the two locks that takes on every call: 0.09 us instead of 0.9.  Starts
-    Numba's thread pool (with :func:`_short_spin`), after which the getter exists."""
-    with _short_spin():
-        get_num_threads()
+    Numba's thread pool, after which the getter exists."""
+    get_num_threads()
     return getattr(_pool, "_get_num_threads", get_num_threads)
-
-
-def num_threads():
-    """The threads tenalg's parallel kernels use on the calling thread (Numba's setting;
-    the first call starts Numba's thread pool as tenalg starts it, :func:`_short_spin`)."""
-    return _thread_counter()()
-
-
-@contextlib.contextmanager
-def _short_spin():
-    """``GOMP_SPINCOUNT`` = _SPINCOUNT while Numba's thread pool starts inside (its
-    OpenMP runtime reads the variable once, when it loads), then the environment as it
-    was; nothing changes where the pool already runs or the user set ``GOMP_SPINCOUNT``
-    or ``OMP_WAIT_POLICY``.
-
-    After a parallel region libgomp's workers spin, by default for 300000 rounds:
-    milliseconds on this VM, on the cores that a GEMM called next needs (a 512^3 float64
-    GEMM right after a 4096^2 trace: 6.5 ms instead of 2.7), and a kernel called after a
-    GEMM, while OpenBLAS's threads spin in turn, waited 1.3-5 ms for a core (a 12 us
-    trace).  With 10000 rounds: the GEMM 2.6-3.0 ms, the trace after it 0.09-0.6 ms;
-    back-to-back kernels keep their speed (the workers still spin between them), and a
-    kernel called a millisecond after the last one pays 35-45 us more to wake them."""
-    if (getattr(_pool, "_is_initialized", False) or "GOMP_SPINCOUNT" in os.environ
-            or "OMP_WAIT_POLICY" in os.environ):
-        yield
-        return
-    os.environ["GOMP_SPINCOUNT"] = _SPINCOUNT
-    try:
-        yield
-    finally:
-        del os.environ["GOMP_SPINCOUNT"]
 
 
 def _threads(work):
@@ -1441,7 +1407,7 @@ def one_thread():
     next GEMM's threads need, and OpenBLAS's threads spin after a GEMM on those that the
     kernels' workers need.  Memory-bound conversions lose little on one thread.
     """
-    threads = num_threads()
+    threads = get_num_threads()
     set_num_threads(1)
     try:
         yield

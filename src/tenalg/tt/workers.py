@@ -17,7 +17,9 @@ import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from ..kernels.cpu import num_threads, one_thread
+import numba
+
+from ..kernels.cpu import one_thread
 from .batched import Workspace
 
 
@@ -31,7 +33,7 @@ def _blas():
 def map_chunks(fn, chunks):
     """``[fn(chunk, work) for chunk in chunks]`` with ``work`` a Workspace of the thread
     that runs it; on several threads when there are several chunks and cores."""
-    threads = min(len(chunks), num_threads())
+    threads = min(len(chunks), numba.get_num_threads())
     if threads <= 1:
         work = Workspace()
         return [fn(chunk, work) for chunk in chunks]
