@@ -11,7 +11,7 @@ import types
 
 import numpy as np
 import pytest
-from tenalg.bench import bench_dense, limits, registry, report, runner, timing
+from tenalg.bench import bench_dense, beside_blas, limits, registry, report, runner, timing
 from tenalg.bench.registry import Skip, Workload
 
 
@@ -337,7 +337,8 @@ def test_small_dense_workloads_agree_with_numpy(name):
     assert {"tenalg", "tenalg-plan", "numpy"} <= set(result.times)
 
 
-@pytest.mark.parametrize("module", [registry, timing, runner, report, limits, bench_dense])
+@pytest.mark.parametrize("module", [registry, timing, runner, report, limits, bench_dense,
+                                    beside_blas])
 def test_docstring_examples(module):
     # tests/test_doctests.py leaves tenalg.bench out; its examples run here
     assert doctest.testmod(module).failed == 0
