@@ -1245,7 +1245,7 @@ def _strided_sums_kernel(flat, params, parts, out):
 
     Unit-stride lanes, and single sums, add _TREE runs at a time in vector registers
     (:func:`_add_lane_vector`), in the cascade's order: an ``iij->j`` of 2048 terms of
-    8 lanes took 7.2 us adding one lane after the other, 3.3 us so.  Not in parts long
+    8 lanes took 7.2 us adding one lane after the other, 3.8 us so.  Not in parts long
     enough to prefetch: with ``ahead`` the first lane of each row of the next run is
     prefetched while one is added (a far-apart term also misses the TLB, huge pages or
     not, in this VM, and this starts its page walk early: a trace of a 4096^2 matrix
