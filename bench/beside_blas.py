@@ -48,13 +48,12 @@ def turns(n=4096, gemm_n=512, rounds=10, burst=40):
 
 
 if __name__ == "__main__":
+    from contextlib import nullcontext
+
     from tenalg.kernels.cpu import one_thread
 
     turns(rounds=1)  # compile, fault the pages in
-    for label, context in (("Numba's pool", None), ("one_thread()", one_thread)):
-        if context is None:
+    for label, context in (("Numba's pool", nullcontext), ("one_thread()", one_thread)):
+        with context():
             result = turns()
-        else:
-            with context():
-                result = turns()
         print(f"{label:14s}" + "  ".join(f"{k} {v * 1e6:7.1f} us" for k, v in result.items()))
