@@ -503,6 +503,14 @@ def _shuffle_masks(k, h):
     return lo, hi
 
 
+def _vector_at(context, builder, array_type, array, index, vec):
+    """Codegen of the intrinsics: a pointer to the ``vec`` that starts at element ``index``
+    of a Numba array (its elements read as ``vec``'s element type)."""
+    data = context.make_array(array_type)(context, builder, array).data
+    base = builder.bitcast(data, vec.element.as_pointer())
+    return builder.bitcast(builder.gep(base, [index]), vec.as_pointer())
+
+
 @intrinsic
 def _transpose_block(typingctx, out, o, so, a, s, sa):
     """out[o + j*so + i] = a[s + i*sa + j] for i, j < k, k = _block_side(element): k rows
@@ -512,14 +520,11 @@ def _transpose_block(typingctx, out, o, so, a, s, sa):
 
     def codegen(context, builder, sig, args):
         (_, o, so, _, s, sa), i64 = args, ir.IntType(64)
-        item, vec = ir.IntType(bits), ir.VectorType(ir.IntType(bits), k)
+        vec = ir.VectorType(ir.IntType(bits), k)
 
         def row(x, start, stride, r):
-            base = builder.bitcast(context.make_array(sig.args[x])(context, builder,
-                                                                    args[x]).data,
-                                   item.as_pointer())
-            at = builder.add(start, builder.mul(stride, ir.Constant(i64, r)))
-            return builder.bitcast(builder.gep(base, [at]), vec.as_pointer())
+            at = builder.add(start, builder.mul(stride, i64(r)))
+            return _vector_at(context, builder, sig.args[x], args[x], at, vec)
 
         rows = [builder.load(row(3, s, sa, i), align=bits // 8) for i in range(k)]
         h = k // 2
@@ -1132,8 +1137,6 @@ def _add_lane_vector(typingctx, flat, off, step, n, width, res, at):
     def codegen(context, builder, sig, args):
         data, off, step, n, width, out, at = args
         element, i64 = context.get_value_type(sig.args[0].dtype), ir.IntType(64)
-        flat_data = context.make_array(sig.args[0])(context, builder, data).data
-        res_data = context.make_array(sig.args[5])(context, builder, out).data
         last = builder.sub(n, i64(1))
 
         def add_lanes(lanes):
@@ -1149,15 +1152,15 @@ def _add_lane_vector(typingctx, flat, off, step, n, width, res, at):
                         term = builder.icmp_signed("<", i, n)  # else a term of no block
                         at_i = builder.add(off, builder.mul(builder.select(term, i, last),
                                                             step))
-                        v = builder.load(builder.bitcast(builder.gep(flat_data, [at_i]),
-                                                         vec.as_pointer()), align=bits // 8)
+                        v = builder.load(_vector_at(context, builder, sig.args[0], data,
+                                                    at_i, vec), align=bits // 8)
                         builder.store(builder.fadd(builder.load(block),
                                                    builder.select(term, v, zero)), block)
             sums = [builder.load(block) for block in blocks]
             while len(sums) > 1:
                 sums = [builder.fadd(x, y) for x, y in zip(sums[::2], sums[1::2], strict=True)]
-            builder.store(sums[0], builder.bitcast(builder.gep(res_data, [at]),
-                                                   vec.as_pointer()), align=bits // 8)
+            builder.store(sums[0], _vector_at(context, builder, sig.args[5], out, at, vec),
+                          align=bits // 8)
 
         for lanes in widths:
             with builder.if_then(builder.icmp_signed("==", width, i64(lanes))):
