@@ -723,3 +723,39 @@ def test_thread_counter_follows_numba_settings():
     with cpu.one_thread():
         assert count() == numba.get_num_threads() == 1
     assert count() == numba.get_num_threads()
+
+
+@SETTINGS
+@given(st.data(), shapes, st.sampled_from([F16, F32, C128]), st.booleans())
+def test_memory_spans_every_element_of_a_view(data, shape, dtype, read_only):
+    """The flat memory handed to the kernels holds each element of x at its geometry's
+    offset plus its strides: plain, permuted, stepped, negative, broadcast and diagonal
+    views, read-only ones and 16-bit storage (seen as bits)."""
+    x = data.draw(strided(shape, dtype))
+    if read_only:
+        x = x.view()
+        x.flags.writeable = False
+    flat = cpu._memory(x)
+    offset, span, steps = cpu._geometry(*cpu._layout(x))
+    assert flat.shape == (span,) and flat.flags.writeable
+    bits = x.view(np.uint16) if dtype == F16 else x
+    for index in np.ndindex(*shape):
+        at = offset + sum(i * s for i, s in zip(index, steps, strict=True))
+        assert flat[at] == bits[index]
+
+
+def test_memory_of_a_permuted_array_is_a_view_of_it():
+    """A transposed or permuted C array (a plan's output view) is flattened as a view of
+    its own memory, which keeps the array alive."""
+    a = np.arange(24.0).reshape(2, 3, 4)
+    for axes in [(1, 0, 2), (2, 1, 0), (0, 2, 1)]:
+        x = a.transpose(axes)
+        flat = cpu._memory(x)
+        assert flat.base is not None and np.shares_memory(flat, a)
+        assert flat.tolist() == list(range(24))
+    assert cpu._dense_order((2, 3), (8, 16), F64) == (1, 0)
+    assert cpu._dense_order((2, 3), (-8, 16), F64) is None
+    assert cpu._dense_order((2, 3), (8, 8), F64) is None  # overlapping
+    assert cpu._dense_order((2, 3), (48, 16), F64) is None  # gaps
+    order = cpu._dense_order((2, 1, 3), (24, 5, 8), F64)  # extent 1: its stride never moves
+    assert sorted(order) == [0, 1, 2] and order.index(0) < order.index(2)

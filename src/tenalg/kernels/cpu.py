@@ -72,7 +72,8 @@ _ROW_RUN, _ROW_TILE = 256, 1 << 15  # row tiles: bytes of out in one run (8 rows
 _ROW_PIECE = 1 << 13  # longer rows are split into pieces of this many elements (threads share them)
 _ROW = 512     # elements per unit of the elementwise row kernel
 _TASKS = 256   # units are dealt out in at most this many tasks (allocations once per task:
-# 3 allocations per 512-element unit made the fused trinary 2x slower)
+# 3 allocations per 512-element unit made the fused trinary 2x slower) ...
+_TASK_ELEMENTS = 1 << 12  # ... of this many elements at least (a 16 x 16 add: 11 -> 3 us)
 _CHUNK = 128   # row chunk summed pairwise by the reduction (NumPy's block size)
 _BLOCK = 16    # contributions accumulated naively before entering the cascade
 _TREE = 8      # blocks that strided sums add side by side in registers, then pairwise
@@ -454,7 +455,7 @@ def _rows_kernel(shape, offs, strides, out, a, ta, b, tb, c, tc, codes, scal):
     for ax in range(nd - 1):
         outer *= shape[ax]
     units = outer * chunks
-    tasks = min(units, _TASKS)
+    tasks = max(1, min(units, _TASKS, outer * n // _TASK_ELEMENTS))
     for t in prange(tasks):  # a task's buffers serve all its units
         base = np.empty(4, np.int64)
         buf, tmp = np.empty(_ROW, scal.dtype), np.empty(_ROW, scal.dtype)
@@ -1342,6 +1343,23 @@ def _geometry(shape, strides, dtype):
     return -lo, (hi - lo + 1 if math.prod(shape) else 0), steps
 
 
+@functools.lru_cache(maxsize=1024)
+def _dense_order(shape, strides, dtype):
+    """The axis order in which a layout is C-contiguous (no gaps, no negative or repeated
+    strides), or None: its memory is then that of the axes so permuted.
+
+    >>> _dense_order((2, 3), (8, 16), np.dtype(np.float64))
+    (1, 0)
+    """
+    order = sorted(range(len(shape)), key=lambda ax: -strides[ax])
+    step = dtype.itemsize
+    for ax in reversed(order):
+        if shape[ax] != 1 and strides[ax] != step:
+            return None
+        step *= shape[ax]
+    return tuple(order)
+
+
 @njit(**_JIT)
 def _bits_address(x):
     return x.ctypes.data
@@ -1356,9 +1374,14 @@ def _memory(x):
     """A 1-D view of the memory x spans (16-bit storage as uint16 bits).  Every view is
     typed writeable, so that one specialisation serves read-only inputs too (kernels
     never write their inputs).  A view of a plain writeable array is a slice of that
-    array; otherwise the view does not keep x alive: use it only while x is."""
-    if x.flags.c_contiguous and x.flags.writeable:
+    array, of its axes permuted where that makes it contiguous (a transposed output);
+    otherwise the view does not keep x alive: use it only while x is."""
+    flags = x.flags
+    order = None if flags.c_contiguous or not flags.writeable else _dense_order(*_layout(x))
+    if flags.c_contiguous and flags.writeable:
         flat = x.reshape(-1)
+    elif order is not None:
+        flat = x.transpose(order).reshape(-1)
     else:
         offset, span, _ = _geometry(*_layout(x))
         root = x
@@ -1431,6 +1454,7 @@ def _fmt(x):
     return _FORMATS.get(x.dtype, 0)
 
 
+@functools.lru_cache(maxsize=256)
 def _unary_code(unary, compute):
     code = _UNARY[Unary.coerce(unary)]
     return _IDENTITY if code == _CONJ and not is_complex(compute) else code
@@ -1513,12 +1537,17 @@ def _rows_prep(layouts, codes, compute):
             np.array(codes[:10] + (direct,), np.int64))
 
 
+@functools.lru_cache(maxsize=1024)
+def _rows_codes(unaries, ops, fmt, scaled, compute):
+    """The row kernel's codes up to the one-pass flag (see :func:`_rows_kernel`)."""
+    return ((len(unaries),) + tuple(_unary_code(u, compute) for u in unaries)
+            + (_IDENTITY,) * (3 - len(unaries)) + tuple(_OPS[o] for o in ops)
+            + (0,) * (2 - len(ops)) + (fmt,) + scaled + (False,) * (3 - len(scaled)))
+
+
 def _run_rows(out, inputs, unaries, ops, scalars, compute):
     """The elementwise row kernel over out and 1..3 inputs."""
-    codes = ((len(inputs),) + tuple(_unary_code(u, compute) for u in unaries)
-             + (_IDENTITY,) * (3 - len(unaries)) + tuple(_OPS[o] for o in ops)
-             + (0,) * (2 - len(ops)) + (_fmt(out),)
-             + tuple(s != 1 for s in scalars) + (False,) * (3 - len(scalars)))
+    codes = _rows_codes(unaries, tuple(ops), _fmt(out), tuple(s != 1 for s in scalars), compute)
     shape, offs, strides, codes = _rows_prep(
         tuple(_layout(x) for x in (out, *inputs)), codes, compute)
     pad = list(inputs) + [inputs[0]] * (3 - len(inputs))
