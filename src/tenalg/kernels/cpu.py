@@ -512,54 +512,166 @@ def _vector_at(context, builder, array_type, array, index, vec):
     return builder.bitcast(builder.gep(base, [index]), vec.as_pointer())
 
 
+def _transposed(builder, rows):
+    """Codegen: the k vectors ``rows`` (a k x k block, k a power of two) transposed in
+    log2(k) stages of shuffles."""
+    k, h = len(rows), len(rows) // 2
+    while h:
+        masks = [ir.Constant(ir.VectorType(ir.IntType(32), k), m) for m in _shuffle_masks(k, h)]
+        for i in (i for i in range(k) if not i & h):
+            rows[i], rows[i + h] = (builder.shuffle_vector(rows[i], rows[i + h], m)
+                                    for m in masks)
+        h //= 2
+    return rows
+
+
+def _block_rows(context, builder, sig, args, x, start, stride, vec):
+    """Codegen: pointers to the k vectors ``vec`` of array argument ``x`` that start at
+    elements start + r * stride, r < k."""
+    i64 = ir.IntType(64)
+    return [_vector_at(context, builder, sig.args[x], args[x],
+                       builder.add(start, builder.mul(stride, i64(r))), vec)
+            for r in range(vec.count)]
+
+
 @intrinsic
 def _transpose_block(typingctx, out, o, so, a, s, sa):
     """out[o + j*so + i] = a[s + i*sa + j] for i, j < k, k = _block_side(element): k rows
-    loaded as vectors, transposed in log2(k) stages of shuffles, stored as vectors."""
+    loaded as vectors, transposed in registers, stored as vectors."""
     bits = out.dtype.bitwidth
-    k = _block_side(bits)
 
     def codegen(context, builder, sig, args):
-        (_, o, so, _, s, sa), i64 = args, ir.IntType(64)
-        vec = ir.VectorType(ir.IntType(bits), k)
-
-        def row(x, start, stride, r):
-            at = builder.add(start, builder.mul(stride, i64(r)))
-            return _vector_at(context, builder, sig.args[x], args[x], at, vec)
-
-        rows = [builder.load(row(3, s, sa, i), align=bits // 8) for i in range(k)]
-        h = k // 2
-        while h:
-            masks = [ir.Constant(ir.VectorType(ir.IntType(32), k), m)
-                     for m in _shuffle_masks(k, h)]
-            for i in (i for i in range(k) if not i & h):
-                rows[i], rows[i + h] = (builder.shuffle_vector(rows[i], rows[i + h], m)
-                                        for m in masks)
-            h //= 2
-        for j in range(k):
-            builder.store(rows[j], row(0, o, so, j), align=bits // 8)
+        (_, o, so, _, s, sa) = args
+        vec = ir.VectorType(ir.IntType(bits), _block_side(bits))
+        rows = [builder.load(p, align=bits // 8)
+                for p in _block_rows(context, builder, sig, args, 3, s, sa, vec)]
+        for p, v in zip(_block_rows(context, builder, sig, args, 0, o, so, vec),
+                        _transposed(builder, rows), strict=True):
+            builder.store(v, p, align=bits // 8)
         return context.get_dummy_value()
 
     return types.void(out, types.int64, types.int64, a, types.int64, types.int64), codegen
 
 
-def _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq):
-    """out[dst + i*sop + j*soq] = a[src + i*sap + j*saq] for i < mp, j < mq, elements
-    moved as they are (out and a share a storage type)."""
+def _narrowed_bfloat(builder, v):
+    """Codegen of :func:`_narrow_bfloat` on a float32 vector: its bfloat16 bits."""
+    k = v.type.count
+    i32 = ir.VectorType(ir.IntType(32), k)
+    b = builder.bitcast(v, i32)
+    high = builder.lshr(b, ir.Constant(i32, [16] * k))
+    up = builder.add(builder.add(b, ir.Constant(i32, [0x7FFF] * k)),
+                     builder.and_(high, ir.Constant(i32, [1] * k)))
+    quiet = builder.or_(high, ir.Constant(i32, [0x40] * k))
+    rounded = builder.select(builder.fcmp_unordered("uno", v, v), quiet,
+                             builder.lshr(up, ir.Constant(i32, [16] * k)))
+    return builder.trunc(rounded, ir.VectorType(ir.IntType(16), k))
+
+
+@intrinsic(prefer_literal=True)
+def _scale_transpose_block(typingctx, out, o, so, a, s, sa, alpha, fmt):
+    """out[o + j*so + i] = store(alpha * a[s + i*sa + j]) for i, j < k: as
+    :func:`_transpose_block`, with the rows scaled on loading and converted to out's
+    storage on storing (a's type computes; ``fmt``, a literal, says what 16-bit out
+    holds: 1 float16, 2 bfloat16), the same roundings as :func:`_storage_value`."""
+    if not isinstance(fmt, types.IntegerLiteral):
+        return None
+    bits, out_bytes, code = a.dtype.bitwidth, out.dtype.bitwidth // 8, fmt.literal_value
+
+    def codegen(context, builder, sig, args):
+        (_, o, so, _, s, sa, alpha, _), k = args, _block_side(bits)
+        vec = ir.VectorType(context.get_value_type(a.dtype), k)
+        scale = builder.insert_element(ir.Constant(vec, ir.Undefined), alpha, ir.IntType(32)(0))
+        scale = builder.shuffle_vector(scale, scale, ir.Constant(ir.VectorType(ir.IntType(32), k),
+                                                                 [0] * k))
+        rows = [builder.fmul(builder.load(p, align=bits // 8), scale)
+                for p in _block_rows(context, builder, sig, args, 3, s, sa, vec)]
+        rows = _transposed(builder, rows)
+        if code == 1:
+            rows = [builder.bitcast(builder.fptrunc(v, ir.VectorType(ir.HalfType(), k)),
+                                    ir.VectorType(ir.IntType(16), k)) for v in rows]
+        elif code == 2:
+            rows = [_narrowed_bfloat(builder, v) for v in rows]
+        for p, v in zip(_block_rows(context, builder, sig, args, 0, o, so, rows[0].type), rows,
+                        strict=True):
+            builder.store(v, p, align=out_bytes)
+        return context.get_dummy_value()
+
+    return types.void(out, types.int64, types.int64, a, types.int64, types.int64, a.dtype,
+                      fmt), codegen
+
+
+def _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt):
+    """out[dst + i*sop + j*soq] = a[src + i*sap + j*saq] for i < mp, j < mq: moved as
+    they are (alpha None: out and a share a storage type), or scaled by alpha, which a's
+    type computes, and converted to out's storage (``fmt``: its 16-bit format)."""
+
+
+def _scaled_in_registers(out, a, alpha):
+    """Whether :func:`_scale_transpose_block` serves these types (decided when compiling):
+    float32 or float64 computing, stored as such or, from float32, in 16 bits."""
+    return (isinstance(a.dtype, types.Float) and alpha == a.dtype
+            and (out.dtype == a.dtype or (out.dtype == types.uint16 and a.dtype == types.float32)))
+
+
+def _fuses(out, a, alpha):
+    """Whether the tile kernel scales and converts tiles in registers (when compiling)."""
+
+
+@overload(_fuses, jit_options=_JIT)
+def _fuses_impl(out, a, alpha):
+    fused = _scaled_in_registers(out, a, alpha)
+    return lambda out, a, alpha: fused
+
+
+def _moved(out, v, alpha, fmt):
+    """v as :func:`_copy_tile` stores it: as it is, or alpha * v in out's storage."""
+
+
+@overload(_moved, jit_options=_JIT)
+def _moved_impl(out, v, alpha, fmt):
+    if isinstance(alpha, types.NoneType):
+        return lambda out, v, alpha, fmt: v
+    return lambda out, v, alpha, fmt: _storage_value(out, alpha * v, fmt)
+
+
+def _block(out, o, so, a, s, sa, alpha, fmt):
+    """One k x k block of :func:`_copy_tile` transposed in registers."""
+
+
+@overload(_block, jit_options=_JIT)
+def _block_impl(out, o, so, a, s, sa, alpha, fmt):
+    if isinstance(alpha, types.NoneType):
+        return lambda out, o, so, a, s, sa, alpha, fmt: _transpose_block(out, o, so, a, s, sa)
+    if out.dtype != types.uint16:
+        return lambda out, o, so, a, s, sa, alpha, fmt: _scale_transpose_block(
+            out, o, so, a, s, sa, alpha, 0)
+
+    def impl(out, o, so, a, s, sa, alpha, fmt):  # the format as a literal: one conversion
+        if fmt == 1:
+            _scale_transpose_block(out, o, so, a, s, sa, alpha, 1)
+        else:
+            _scale_transpose_block(out, o, so, a, s, sa, alpha, 2)
+
+    return impl
 
 
 @overload(_copy_tile, jit_options=_JIT)
-def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq):
-    if out.dtype != a.dtype:  # never called: the kernel converts such tiles through buf
-        return lambda out, a, dst, src, sop, soq, sap, saq, mp, mq: None
-    shuffle = out.dtype.bitwidth in (16, 32, 64)  # 2-, 4-, 8-byte elements
-    side = _block_side(out.dtype.bitwidth) if shuffle else _MICRO
+def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt):
+    if isinstance(alpha, types.NoneType):
+        if out.dtype != a.dtype:  # never called: the kernel converts such tiles through buf
+            return lambda out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt: None
+        shuffle = out.dtype.bitwidth in (16, 32, 64)  # 2-, 4-, 8-byte elements
+        side = _block_side(out.dtype.bitwidth) if shuffle else _MICRO
+    else:
+        shuffle = _scaled_in_registers(out, a, alpha)
+        side = _block_side(a.dtype.bitwidth) if shuffle else _MICRO
 
-    def impl(out, a, dst, src, sop, soq, sap, saq, mp, mq):
+    def impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt):
         if sop != 1 or saq != 1:
             for j in range(mq):
                 for i in range(mp):
-                    out[_U(dst + i * sop + j * soq)] = a[_U(src + i * sap + j * saq)]
+                    out[_U(dst + i * sop + j * soq)] = _moved(
+                        out, a[_U(src + i * sap + j * saq)], alpha, fmt)
             return
         ep, eq = mp - mp % side, mq - mq % side
         # blocks along a's rows innermost: the lines of a row band are read back to back
@@ -567,17 +679,18 @@ def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq):
             for j0 in range(0, eq, side):
                 o, s = dst + i0 + j0 * soq, src + i0 * sap + j0
                 if shuffle:
-                    _transpose_block(out, o, soq, a, s, sap)
+                    _block(out, o, soq, a, s, sap, alpha, fmt)
                     continue
                 for j in range(side):
                     for i in range(side):
-                        out[_U(o + i + j * soq)] = a[_U(s + i * sap + j)]
+                        out[_U(o + i + j * soq)] = _moved(out, a[_U(s + i * sap + j)], alpha,
+                                                          fmt)
         for j in range(eq):
             for i in range(ep, mp):
-                out[_U(dst + i + j * soq)] = a[_U(src + i * sap + j)]
+                out[_U(dst + i + j * soq)] = _moved(out, a[_U(src + i * sap + j)], alpha, fmt)
         for j in range(eq, mq):
             for i in range(mp):
-                out[_U(dst + i + j * soq)] = a[_U(src + i * sap + j)]
+                out[_U(dst + i + j * soq)] = _moved(out, a[_U(src + i * sap + j)], alpha, fmt)
 
     return impl
 
@@ -614,7 +727,9 @@ def _same_dtype_impl(x, y):
 def _tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt, scal):
     """out = scale(unary(a)) tile by tile (tiles: [along p, along q, group]); tiles are
     taken in groups of group x group so that the pages one thread touches stay few (TLB
-    reach).  A plain copy (code < 0) moves elements directly, else through a buffer."""
+    reach).  A plain copy (code < 0) moves elements directly; a scaled or narrowing copy
+    of float32 or float64 data (no transform) is scaled, transposed and converted in
+    registers (:func:`_scale_transpose_block`); anything else goes through a buffer."""
     nd = shape.shape[0]
     p, q = nd - 1, nd - 2
     tile_p, tile_q, group = tiles[0], tiles[1], tiles[2]
@@ -642,15 +757,18 @@ def _tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt, sca
         src = base[1] + p0 * sap + q0 * saq
         dst = base[0] + p0 * sop + q0 * soq
         if code < 0:
-            _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq)
+            _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, None, fmt)
+            continue
+        if code == _IDENTITY and sop == 1 and saq == 1 and _fuses(out, a, scal[0]):
+            _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, scal[0], fmt)
             continue
         buf = np.empty(2 * mp * mq, scal.dtype)
         _load_tile(buf, a, src, sap, saq, mp, mq, ta[0], code, scale, scal[0])
         if _same_dtype(out, scal):  # out stores the compute type: no conversion pass
-            _copy_tile(out, buf, dst, 0, sop, soq, mq, 1, mp, mq)
+            _copy_tile(out, buf, dst, 0, sop, soq, mq, 1, mp, mq, None, fmt)
             continue
         flipped = buf[mp * mq:]
-        _copy_tile(flipped, buf, 0, 0, 1, mp, mq, 1, mp, mq)  # transposed in registers
+        _copy_tile(flipped, buf, 0, 0, 1, mp, mq, 1, mp, mq, None, fmt)  # in registers
         for j in range(mq):  # write rows along out's fastest axis p
             _store_row(out, dst + j * soq, sop, flipped, j * mp, 1, mp, fmt)
 
