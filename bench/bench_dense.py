@@ -232,6 +232,6 @@ def workloads():
                lambda a: ta.Operation.reduction(a, out=f64, out_modes="i"),
                partial(np.sum, axis=1), lambda a: a.sum(dim=1)),
         _small("small-transpose-8x8-f64", partial(ta.permute, axes=(1, 0)),
-               lambda a: ta.Operation.permutation(a, out=f64, out_modes="ji"),
+               lambda a: ta.Operation.permutation(a, out=f64, out_modes="ji", order="C"),
                lambda a: np.ascontiguousarray(a.T), lambda a: a.t().contiguous()),
     ]

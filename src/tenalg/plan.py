@@ -109,7 +109,9 @@ class Plan:
         self._scalars = SCALARS[op.kind]
         self._allocate = allocator(op.output)
         self._scalar_cache = {}
+        self._calls = {}  # Numba kernel calls by scalar pattern and threads (see _run)
         self._default_scalars = self._validate_scalars(None, None, None), True
+        self._default_pattern = _pattern(self._default_scalars[0].values())
         self._kernel = self._direct = None
         self.loops = None
         if op.kind in ("contraction", "sum_product"):
@@ -187,24 +189,49 @@ class Plan:
             return
         if self._skip:
             return
+        if self._module is not cpu:
+            name, args, kwargs = self._request(out, arrays, scalars)
+            getattr(self._module, name)(*args, **kwargs)
+            return
+        values = tuple(scalars.values())
+        # the call depends on which scalars are 1 or 0 (they select codes) and the threads
+        pattern = (self._default_pattern if scalars is self._default_scalars[0]
+                   else _pattern(values))
+        key = (pattern, cpu.thread_count())
+        try:
+            call = self._calls[key]
+        except KeyError:
+            name, args, kwargs = self._request(out, arrays, scalars)
+            call = getattr(cpu, name + "_call")(*args, **kwargs)
+            call = self._calls[key] = call and call.rebased((out, *arrays))
+        if call is None:  # more than one kernel call (a reduction in two passes)
+            name, args, kwargs = self._request(out, arrays, scalars)
+            getattr(cpu, name)(*args, **kwargs)
+            return
+        call.run((out, *arrays), values)
+
+    def _request(self, out, arrays, scalars):
+        """(kernel function, positional, keyword arguments) of one execution: the arrays
+        as views in the analysed layout, the operation's options, the scalars.  The
+        Numba kernels' calls on these views are made once per plan (``<function>_call``)
+        and then run on the arrays themselves, views and all preparation skipped: a
+        16 x 16 transpose plan 9.1 -> 4.9 us, a 16 x 16 add 17.8 -> 7.1 us."""
+        op = self.operation
         out_view = layout.apply_recipe(out, self._out_recipe, writeable=True)
         views = [layout.apply_recipe(x, r) for x, r in zip(arrays, self._recipes, strict=True)]
-        kernels = self._module
         if op.kind == "permutation":
-            kernels.permute(out_view, views[0], alpha=scalars["alpha"],
-                            unary=op.inputs[0].unary, compute=op.compute)
-        elif op.kind == "reduction":
+            return "permute", (out_view, views[0]), dict(
+                alpha=scalars["alpha"], unary=op.inputs[0].unary, compute=op.compute)
+        if op.kind == "reduction":
             c = views[1] if op.addend is not None else None
-            kernels.reduce(out_view, views[0], op=op.op, alpha=scalars["alpha"],
-                           beta=scalars["beta"], c=c, unary_a=op.inputs[0].unary,
-                           unary_c=op.addend.unary if c is not None else Unary.IDENTITY,
-                           compute=op.compute)
-        else:
-            kernels.elementwise(out_view, tuple(views), unaries=tuple(x.unary for x in op.inputs),
-                                op_ab=op.op_ab, op_abc=op.op_abc,
-                                scalars=tuple(scalars[k] for k in ("alpha", "beta", "gamma")
-                                              if k in scalars),
-                                compute=op.compute)
+            return "reduce", (out_view, views[0]), dict(
+                op=op.op, alpha=scalars["alpha"], beta=scalars["beta"], c=c,
+                unary_a=op.inputs[0].unary,
+                unary_c=op.addend.unary if c is not None else Unary.IDENTITY, compute=op.compute)
+        return "elementwise", (out_view, tuple(views)), dict(
+            unaries=tuple(x.unary for x in op.inputs), op_ab=op.op_ab, op_abc=op.op_abc,
+            scalars=tuple(scalars[k] for k in ("alpha", "beta", "gamma") if k in scalars),
+            compute=op.compute)
 
     # -- checks -------------------------------------------------------------------------
     def _check_scalars(self, alpha, beta, gamma):
@@ -407,6 +434,11 @@ def _scalar(value, name, compute):
             raise DTypeError(f"{name} = {value} is complex but the compute type is {compute}")
         value = value.real
     return value
+
+
+def _pattern(values):
+    """Which scalars are 1 and which are 0: what a Numba kernel call depends on."""
+    return tuple((v == 1, v == 0) for v in values)
 
 
 def _same_layout(x, out):

@@ -22,6 +22,7 @@ import contextlib
 import functools
 import math
 from types import FunctionType
+from typing import NamedTuple
 
 import numpy as np
 from llvmlite import binding as llvm
@@ -442,7 +443,7 @@ def _direct_row_impl(out, o, a, oa, b, ob, c, oc, m, codes, scal):
     return impl
 
 
-def _rows_kernel(shape, offs, strides, out, a, ta, b, tb, c, tc, codes, scal):
+def _rows_kernel(shape, offs, strides, ta, tb, tc, codes, scal, out, a, b, c):
     """out = op_abc(op_ab(s0 u0(a), s1 u1(b)), s2 u2(c)) over rows of the last axis.
 
     codes: [inputs, u0, u1, u2, op_ab, op_abc, fmt, scale0, scale1, scale2, direct]
@@ -724,7 +725,7 @@ def _same_dtype_impl(x, y):
     return lambda x, y: same
 
 
-def _tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt, scal):
+def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, a):
     """out = scale(unary(a)) tile by tile (tiles: [along p, along q, group]); tiles are
     taken in groups of group x group so that the pages one thread touches stay few (TLB
     reach).  A plain copy (code < 0) moves elements directly; a scaled or narrowing copy
@@ -840,7 +841,7 @@ def _convert_rows(out, a, ta, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, cod
                 out[_U(oi + t * sor)] = _storage_value(out, alpha * v if scale else v, fmt)
 
 
-def _row_tiles_kernel(shape, offs, strides, out, a, ta, tiles, code, scale, fmt, scal):
+def _row_tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, a):
     """out = scale(unary(a)) row by row along the shared axis r (last), in tiles over
     out's next axis p (second last) and a's, q (third last); rows of a tile are written
     in out's order.  A plain copy (code < 0) of 16-bit storage moves the bits as they
@@ -1114,7 +1115,7 @@ def _finish_parts(part, free_shape, offs, strides, lanes, lane_w, out, c, tc, co
 
 
 def _reduce_kernel(free_shape, offs, strides, lanes, lane_w, row_len, row_stride,
-                   walk_shape, walk_strides, nsplit, levels, out, c, tc, a, ta, codes, scal):
+                   walk_shape, walk_strides, nsplit, levels, tc, ta, codes, scal, out, c, a):
     """Reduce a over (row, walk) for every free position; lane axis = last free axis.
 
     offs/strides rows: out, c, a.  codes: [op, unary_a, unary_c, scale_alpha, use_c,
@@ -1202,8 +1203,8 @@ def _row_sum(x, off, n, mark, buf, stack, acc):
     return acc[0]
 
 
-def _row_sums_kernel(free_shape, offs, strides, row_len, levels, out, c, tc, a, ta, codes,
-                     scal):
+def _row_sums_kernel(free_shape, offs, strides, row_len, levels, tc, ta, codes, scal, out, c,
+                     a):
     """Sums of contiguous rows: each output reads its row from start to end (switching
     rows every few KB halves the read rate), threads share the outputs.  Arguments as
     :func:`_reduce_kernel`'s."""
@@ -1559,9 +1560,39 @@ def one_thread():
         set_num_threads(threads)
 
 
-def _launch(twins, threads, *args):
-    """Run the parallel twin on the caller's threads, or the serial one for 1 thread."""
-    twins[threads == 1](*args)
+def thread_count():
+    """The threads a parallel kernel runs on now (numba's setting for the calling thread)."""
+    return _thread_counter()()
+
+
+class _Call(NamedTuple):
+    """One kernel call, fixed but for its arrays and scalars: ``kernel(shape, offs,
+    *static, scal, *flats)``.  The flats are the memory of ``arrays[k]`` for k in
+    ``sources`` (arrays: out, then the inputs), ``offs`` the offsets of their element 0
+    in it; scal holds the call's scalars (``scalars`` of them, missing ones 1) in the
+    compute type.  :meth:`rebased` makes the call take the arrays that the views it was
+    made for were cut from, so that a plan calls it without making views."""
+
+    kernel: object  # the parallel twin, or the serial one for one thread
+    shape: np.ndarray
+    offs: np.ndarray
+    static: tuple
+    sources: tuple
+    scalars: int
+    compute: np.dtype
+
+    def run(self, arrays, values):
+        flats = [_memory(x) for x in arrays]
+        if len(values) < self.scalars:
+            values = tuple(values) + (1,) * (self.scalars - len(values))
+        self.kernel(self.shape, self.offs, *self.static, _scalars(values, self.compute),
+                    *[flats[k] for k in self.sources])
+
+    def rebased(self, arrays):
+        """This call on ``arrays`` themselves rather than on the views made from them
+        (every view of a plan starts at its array's element 0)."""
+        offs = [_geometry(*_layout(arrays[k]))[0] for k in self.sources]
+        return self._replace(offs=np.array(offs, np.int64))
 
 
 def _ceil_div(n, d):
@@ -1663,16 +1694,14 @@ def _rows_codes(unaries, ops, fmt, scaled, compute):
             + (0,) * (2 - len(ops)) + (fmt,) + scaled + (False,) * (3 - len(scaled)))
 
 
-def _run_rows(out, inputs, unaries, ops, scalars, compute):
-    """The elementwise row kernel over out and 1..3 inputs."""
-    codes = _rows_codes(unaries, tuple(ops), _fmt(out), tuple(s != 1 for s in scalars), compute)
-    shape, offs, strides, codes = _rows_prep(
-        tuple(_layout(x) for x in (out, *inputs)), codes, compute)
-    pad = list(inputs) + [inputs[0]] * (3 - len(inputs))
-    _launch(_ROWS, _threads(out.size * len(inputs)), shape, offs, strides,
-            _memory(out), _memory(pad[0]), _mark(pad[0]), _memory(pad[1]),
-            _mark(pad[1]), _memory(pad[2]), _mark(pad[2]), codes,
-            _scalars(tuple(scalars) + (1,) * (3 - len(scalars)), compute))
+@functools.lru_cache(maxsize=1024)
+def _rows_call(layouts, codes, compute, threads):
+    """The row kernel's call over out and 1..3 inputs (layouts: theirs, out first)."""
+    shape, offs, strides, codes = _rows_prep(layouts, codes, compute)
+    n = len(layouts) - 1
+    sources = (0, 1, 2 if n > 1 else 1, 3 if n > 2 else 1)
+    marks = tuple(_MARKS.get(layouts[k][2], _NO_MARK) for k in sources[1:])
+    return _Call(_ROWS[threads == 1], shape, offs, (strides, *marks, codes), sources, 3, compute)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1738,14 +1767,28 @@ def permute(out, a, *, alpha, unary, compute):
     >>> out.tolist()
     [[-1.0, -0.0], [-0.0, -1.0]]
     """
+    call = permute_call(out, a, alpha=alpha, unary=unary, compute=compute)
+    if call is not None:
+        call.run((out, a), (alpha,))
+
+
+def permute_call(out, a, *, alpha, unary, compute):
+    """The kernel call of :func:`permute` (arguments alike; None: nothing to do)."""
     if out.size == 0:
-        return
-    twins, *prep = _permute_prep(_layout(out), _layout(a))
+        return None
     code = _unary_code(unary, compute)
     if code == _IDENTITY and alpha == 1 and out.dtype == a.dtype:
         code = -1  # a plain copy: elements move as they are (16-bit bits too)
-    _launch(twins, _threads(out.size), *prep[:3], _memory(out), _memory(a), _mark(a),
-            prep[3], code, alpha != 1, _fmt(out), _scalars((alpha,), compute))
+    return _permute_call(_layout(out), _layout(a), code, alpha != 1, compute,
+                         _threads(out.size))
+
+
+@functools.lru_cache(maxsize=1024)
+def _permute_call(out_layout, a_layout, code, scale, compute, threads):
+    twins, shape, offs, strides, tiles = _permute_prep(out_layout, a_layout)
+    static = (strides, _MARKS.get(a_layout[2], _NO_MARK), tiles, code, scale,
+              _FORMATS.get(out_layout[2], 0))
+    return _Call(twins[threads == 1], shape, offs, static, (0, 1), 1, compute)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1814,15 +1857,12 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
     >>> out.tolist()
     [3.0, 12.0]
     """
-    if out.size == 0:
-        return
-    op_code, a_code = _OPS[Reduce.coerce(op)], _unary_code(unary_a, compute)
-    # two streaming passes beat reducing short rows one call each; a plain sum adds the
-    # rows of all lanes in one call (_add_row_sums), faster still (1.5 against 2.7 ms)
-    plain_sum = op_code == 0 and a_code == _IDENTITY
-    split = None if plain_sum else _plane_split(_layout(a), out.ndim)
-    if split is not None:
-        view_shape, view_strides, lane, n = split
+    call = reduce_call(out, a, op=op, alpha=alpha, beta=beta, c=c, unary_a=unary_a,
+                       unary_c=unary_c, compute=compute)
+    if call is not None:
+        call.run((out, a, out if c is None else c), (alpha, beta))
+    elif out.size:  # over a plane: two passes
+        view_shape, view_strides, lane, n = _split(out, a, op, unary_a, compute)
         plane = np.empty(view_shape[:out.ndim], compute)
         reduce(plane, np.lib.stride_tricks.as_strided(a, view_shape, view_strides), op=op,
                alpha=1, beta=0, c=None, unary_a=unary_a, unary_c=Unary.IDENTITY,
@@ -1830,22 +1870,42 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
         rows = plane.reshape(out.shape[:lane] + (out.shape[lane], n) + out.shape[lane + 1:])
         reduce(out, np.moveaxis(rows, lane + 1, -1), op=op, alpha=alpha, beta=beta, c=c,
                unary_a=Unary.IDENTITY, unary_c=unary_c, compute=compute)
-        return
+
+
+def _split(out, a, op, unary_a, compute):
+    """:func:`_plane_split` where it applies: not to a plain sum, which adds the rows of
+    all lanes in one call (_add_row_sums; 1.5 against 2.7 ms for the two passes)."""
+    if _OPS[Reduce.coerce(op)] == 0 and _unary_code(unary_a, compute) == _IDENTITY:
+        return None
+    return _plane_split(_layout(a), out.ndim)
+
+
+def reduce_call(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
+    """The kernel call of :func:`reduce` (arguments alike), or None: nothing to do, or
+    two passes (a reduction over a plane, :func:`_plane_split`)."""
+    if out.size == 0 or _split(out, a, op, unary_a, compute) is not None:
+        return None
     use_c = c is not None and beta != 0
-    c = c if use_c else out
-    threads = _threads(a.size)
-    prep = _reduce_prep(_layout(out), _layout(c), _layout(a), threads)
-    codes = _codes(op_code, a_code, _unary_code(unary_c, compute), alpha != 1, use_c,
-                   beta != 1, _fmt(out))
-    arrays = (_memory(out), _memory(c), _mark(c), _memory(a), _mark(a), codes,
-              _scalars((alpha, beta), compute))
+    codes = (_OPS[Reduce.coerce(op)], _unary_code(unary_a, compute),
+             _unary_code(unary_c, compute), alpha != 1, use_c, beta != 1, _fmt(out))
+    return _reduce_call(_layout(out), _layout(c if use_c else out), _layout(a), codes,
+                        compute, _threads(a.size))
+
+
+@functools.lru_cache(maxsize=1024)
+def _reduce_call(out_layout, c_layout, a_layout, codes, compute, threads):
+    prep = _reduce_prep(out_layout, c_layout, a_layout, threads)
     free_shape, offs, strides, lanes, _, row_len, row_stride, walk_shape, *_ = prep
+    sources = (0, 2 if codes[4] else 0, 1)  # out, c (out when unused), a
+    marks = (_MARKS.get(c_layout[2], _NO_MARK), _MARKS.get(a_layout[2], _NO_MARK),
+             _codes(*codes))
     if (codes[0] == 0 and codes[1] == _IDENTITY and row_stride == 1 and not walk_shape.size
-            and row_len >= _LONG_ROW and out.size >= _MIN_ROW_SUMS):
+            and row_len >= _LONG_ROW and math.prod(out_layout[0]) >= _MIN_ROW_SUMS):
         levels = _ceil_div(row_len, _CHUNK).bit_length() + 1  # the cascade's depth
-        _launch(_ROW_SUMS, threads, free_shape, offs, strides, row_len, levels, *arrays)
-        return
-    _launch(_REDUCE, threads, *prep, *arrays)
+        return _Call(_ROW_SUMS[threads == 1], free_shape, offs,
+                     (strides, row_len, levels, *marks), sources, 2, compute)
+    return _Call(_REDUCE[threads == 1], free_shape, offs, (*prep[2:], *marks), sources, 2,
+                 compute)
 
 
 def elementwise(out, inputs, *, unaries, op_ab, op_abc, scalars, compute):
@@ -1857,7 +1917,17 @@ def elementwise(out, inputs, *, unaries, op_ab, op_abc, scalars, compute):
     >>> out.tolist()
     [2.0, 5.0, 8.0]
     """
+    call = elementwise_call(out, inputs, unaries=unaries, op_ab=op_ab, op_abc=op_abc,
+                            scalars=scalars, compute=compute)
+    if call is not None:
+        call.run((out, *inputs), scalars)
+
+
+def elementwise_call(out, inputs, *, unaries, op_ab, op_abc, scalars, compute):
+    """The kernel call of :func:`elementwise` (arguments alike; None: nothing to do)."""
     if out.size == 0:
-        return
-    ops = [Binary.coerce(op_ab)] + ([Binary.coerce(op_abc)] if len(inputs) == 3 else [])
-    _run_rows(out, tuple(inputs), tuple(unaries), ops, scalars, compute)
+        return None
+    ops = (Binary.coerce(op_ab),) + ((Binary.coerce(op_abc),) if len(inputs) == 3 else ())
+    codes = _rows_codes(tuple(unaries), ops, _fmt(out), tuple(s != 1 for s in scalars), compute)
+    return _rows_call(tuple(_layout(x) for x in (out, *inputs)), codes, compute,
+                      _threads(out.size * len(inputs)))

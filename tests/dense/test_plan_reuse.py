@@ -1,0 +1,119 @@
+"""A plan made once and run many times.
+
+A plan on the Numba kernels makes its kernel call on its first run (per pattern of unit
+and zero scalars, and per thread count) and then runs it on the arrays themselves. These
+tests run one plan on several arrays of its layout (other buffers, views into larger
+ones with reversed axes, read-only inputs, other strides on extent-1 axes) with changing
+scalars and thread counts, and compare every result with NumPy.
+"""
+
+import numpy as np
+import pytest
+
+import tenalg as ta
+from tenalg.kernels import cpu
+
+
+def reversed_view(rng, shape, dtype=np.float64, read_only=False):
+    """A view of ``shape`` into a larger buffer: axis 0 reversed, axis 1 stepped by 2."""
+    base = rng.standard_normal((shape[0] + 3, 2 * shape[1] + 1, *shape[2:])).astype(dtype)
+    view = base[shape[0] + 1:1:-1, 1::2][:, : shape[1]]
+    view.flags.writeable = not read_only
+    return view
+
+
+def test_permutation_plan_runs_on_other_arrays_and_scalars():
+    rng = np.random.default_rng(0)
+    first = reversed_view(rng, (70, 40, 3))
+    plan = ta.Plan(ta.Operation.permutation(ta.Operand(first, "ijk"), out=np.float64,
+                                            out_modes="kji", order="C"), kernels="cpu")
+    for k, alpha in enumerate([None, 2.0, None, -0.5, 1]):
+        a = reversed_view(rng, (70, 40, 3), read_only=k % 2 == 1)
+        out = np.full((3, 40, 70), np.nan)
+        plan.execute_into(out, a, alpha=alpha)
+        np.testing.assert_array_equal(out, (1 if alpha is None else alpha) * a.transpose(2, 1, 0))
+    assert len(plan._calls) == 2  # alpha 1 (a plain copy) and alpha != 1 (scaled)
+
+
+def test_reduction_plan_runs_with_other_addends_and_betas():
+    rng = np.random.default_rng(1)
+    a0 = reversed_view(rng, (30, 20))
+    c0 = rng.standard_normal(20)
+    plan = ta.Plan(ta.Operation.reduction(ta.Operand(a0, "ij"), ta.Operand(c0, "j"),
+                                          out=np.float64, out_modes="j"), kernels="cpu")
+    for alpha, beta in [(1, 0), (2, 1), (1, 0.5), (3, 0), (1, 1)]:
+        a, c = reversed_view(rng, (30, 20)), rng.standard_normal(20)
+        out = np.full(20, np.nan)
+        plan.execute_into(out, a, c, alpha=alpha, beta=beta)
+        want = alpha * a.sum(axis=0) + (beta * c if beta else 0)
+        np.testing.assert_allclose(out, want, rtol=1e-13)
+    d = rng.standard_normal(20)
+    want = a.sum(axis=0) + 2 * d
+    plan.execute_into(d, a, d, beta=2)  # in place: D = sum A + 2 D
+    np.testing.assert_allclose(d, want, rtol=1e-13)
+
+
+def test_elementwise_plan_runs_on_other_broadcast_arrays():
+    rng = np.random.default_rng(2)
+    shapes = [(50, 60), (60,), (50,)]
+    first = [rng.standard_normal(s) for s in shapes]
+    operands = [ta.Operand(x, m) for x, m in zip(first, ["ij", "j", "i"], strict=True)]
+    plan = ta.Plan(ta.Operation.elementwise_trinary(*operands, out=np.float64, out_modes="ij"),
+                   kernels="cpu")
+    for alpha, beta, gamma in [(1, 1, 1), (2, 3, 0.5), (1, 1, 1), (1, -1, 2)]:
+        a, b, c = (rng.standard_normal(s) for s in shapes)
+        out = np.full((50, 60), np.nan)
+        plan.execute_into(out, a, b, c, alpha=alpha, beta=beta, gamma=gamma)
+        np.testing.assert_allclose(out, alpha * a + beta * b + gamma * c[:, None], rtol=1e-14)
+
+
+def test_plan_calls_follow_the_thread_count():
+    """A parallel-size permutation run on all threads and inside one_thread(): each
+    thread count gets its own call, both right."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((1024, 640))
+    plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ij"), out=np.float64,
+                                            out_modes="ji", order="C"), kernels="cpu")
+    np.testing.assert_array_equal(plan.execute(a), a.T)
+    with cpu.one_thread():
+        np.testing.assert_array_equal(plan.execute(a, alpha=2), 2 * a.T)
+        np.testing.assert_array_equal(plan.execute(a), a.T)
+    np.testing.assert_array_equal(plan.execute(a), a.T)
+    assert len(plan._calls) == (3 if cpu.thread_count() > 1 else 2)
+
+
+def test_two_pass_reduction_plan_runs_again():
+    """A product over axes (0, 2) of a C array runs in two passes (no single call)."""
+    rng = np.random.default_rng(4)
+    plan = None
+    for _ in range(3):
+        a = 1 + rng.random((40, 30, 8)) / 8
+        plan = plan or ta.Plan(ta.Operation.reduction(ta.Operand(a, "ijk"), out=np.float64,
+                                                      out_modes="j", op="product"),
+                               kernels="cpu")
+        np.testing.assert_allclose(plan.execute(a), a.prod(axis=(0, 2)), rtol=1e-13)
+    assert list(plan._calls.values()) == [None]
+
+
+@pytest.mark.parametrize("stride", [8, 4096, -24])
+def test_plan_runs_arrays_with_other_strides_on_extent_one_axes(stride):
+    rng = np.random.default_rng(5)
+    a0 = rng.standard_normal((5, 1, 7))
+    plan = ta.Plan(ta.Operation.permutation(ta.Operand(a0, "ijk"), out=np.float64,
+                                            out_modes="kji", order="C"), kernels="cpu")
+    plan.execute(a0)
+    base = rng.standard_normal(5 * 7)
+    a = np.lib.stride_tricks.as_strided(base, (5, 1, 7), (56, stride, 8), writeable=False)
+    np.testing.assert_array_equal(plan.execute(a), a.transpose(2, 1, 0))
+
+
+def test_diagonal_plan_runs_on_other_reversed_arrays():
+    """A diagonal sum over a reversed axis: the diagonal's lowest address is not its
+    array's, so the call must place element 0 by the array's own layout."""
+    rng = np.random.default_rng(6)
+    plan = None
+    for _ in range(3):
+        a = rng.standard_normal((9, 9, 5))[::-1]
+        plan = plan or ta.Plan(ta.Operation.reduction(ta.Operand(a, "iij"), out=np.float64,
+                                                      out_modes="j"), kernels="cpu")
+        np.testing.assert_allclose(plan.execute(a), np.einsum("iij->j", a), rtol=1e-13)
