@@ -402,6 +402,19 @@ def _accumulate(op, acc, buf, n):
 
 
 @njit(**_JIT)
+def _offset_pair(r, shape, strides, last, offs):
+    """(out's, a's) offsets of flat index r over axes 0..last-1, as :func:`_offsets`
+    gives them, without an array to hold them."""
+    o, s = offs[0], offs[1]
+    for ax in range(last - 1, -1, -1):
+        i = r % shape[ax]
+        r //= shape[ax]
+        o += i * strides[0, ax]
+        s += i * strides[1, ax]
+    return o, s
+
+
+@njit(**_JIT)
 def _offsets(r, shape, strides, last, offs, result):
     """result[k] = offs[k] + (offsets of flat index r over axes 0..last-1) for each array."""
     for k in range(offs.shape[0]):
@@ -749,14 +762,13 @@ def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, 
         kq = g % gq * hq + k % hq
         if kp >= tp or kq >= tq:
             continue
-        base = np.empty(2, np.int64)
-        _offsets(u // per_outer, shape, strides, nd - 2, offs, base)
+        o, s = _offset_pair(u // per_outer, shape, strides, nd - 2, offs)
         p0 = kp * tile_p
         q0 = kq * tile_q
         mp = min(tile_p, shape[p] - p0)
         mq = min(tile_q, shape[q] - q0)
-        src = base[1] + p0 * sap + q0 * saq
-        dst = base[0] + p0 * sop + q0 * soq
+        src = s + p0 * sap + q0 * saq
+        dst = o + p0 * sop + q0 * soq
         if code < 0:
             _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, None, fmt)
             continue
@@ -862,13 +874,12 @@ def _row_tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, o
     for u in prange(outer * per_outer):
         kqp, kr = divmod(u % per_outer, tr)
         kq, kp = divmod(kqp, tp)
-        base = np.empty(2, np.int64)
-        _offsets(u // per_outer, shape, strides, nd - 3, offs, base)
+        o, s = _offset_pair(u // per_outer, shape, strides, nd - 3, offs)
         p0, q0, r0 = kp * tile_p, kq * tile_q, kr * tile_r
         mp, mq, n = min(tile_p, shape[p] - p0), min(tile_q, shape[q] - q0), min(
             tile_r, shape[r] - r0)
-        o = base[0] + p0 * sop + q0 * soq + r0 * sor
-        s = base[1] + p0 * sap + q0 * saq + r0 * sar
+        o += p0 * sop + q0 * soq + r0 * sor
+        s += p0 * sap + q0 * saq + r0 * sar
         if code < 0 and fmt:
             _move_rows(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq)
             continue
