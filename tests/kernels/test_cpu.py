@@ -507,6 +507,17 @@ def test_supports_row_permutations_by_row_length():
     assert cpu.supports("permutation", (F64, F64), 2, 1 << 15, loops=transpose)
 
 
+def test_supports_permutations_with_small_tiles_from_two_threads_of_work():
+    """Tiles smaller than 16 x 16 (out's fastest extent times a's) cost more per element
+    than NumPy's loop: those permutations need the work of two threads."""
+    def tiles(n, outer=4096):  # (outer, n, n) -> axes (0, 2, 1)
+        return [Loop(outer, (n * n, n * n), False, ("i",)), Loop(n, (1, n), False, ("k",)),
+                Loop(n, (n, 1), False, ("j",))]
+    assert not cpu.supports("permutation", (F64, F64), 3, 1 << 18, loops=tiles(15))
+    assert cpu.supports("permutation", (F64, F64), 3, 1 << 19, loops=tiles(15))
+    assert cpu.supports("permutation", (F64, F64), 3, 1 << 15, loops=tiles(16))
+
+
 def _narrowing_cases(rng):
     """float64 values where a 16-bit rounding can go wrong: exact ties and values just off
     them (double rounding through float32 breaks those), subnormals, overflow, specials."""

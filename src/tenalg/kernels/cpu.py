@@ -98,6 +98,10 @@ _MIN_ELEMENTS = {"permutation": 1 << 15, "reduction": 1 << 19, "elementwise_bina
                  "elementwise_trinary": 1 << 18}
 # ... unless NumPy's inner loop would be shorter than this (reductions of at least so many)
 _SHORT_INNER, _MIN_SHORT_INNER = 16, 1 << 12
+# Permutations whose tiles (out's fastest extent x a's) hold fewer elements than this cost
+# more per element than NumPy's loop: only two threads make up for it (a 15^4 block's
+# 15 x 15 tiles, (2, 0, 3, 1): 0.78x NumPy's speed on one thread; 16 x 16: 1.0-1.2x)
+_MIN_TILE = 256
 # Permutations that keep the innermost axis (rows of n elements): NumPy's strided copy
 # runs whole rows, so the kernels need n * _ROW_ELEMENTS elements, at most _MIN_ROWS
 _ROW_ELEMENTS, _MIN_ROWS = 1 << 12, 1 << 18
@@ -1649,9 +1653,11 @@ def _min_elements(kind, loops):
         if inner is not None and inner.extent < _SHORT_INNER:
             return _MIN_SHORT_INNER
     if loops and kind == "permutation":
-        row = _fastest(loops, 0)
-        if row is not None and row is _fastest(loops, 1):
+        row, inner = _fastest(loops, 0), _fastest(loops, 1)
+        if row is not None and row is inner:
             return min(max(row.extent * _ROW_ELEMENTS, _MIN_ELEMENTS[kind]), _MIN_ROWS)
+        if row is not None and inner is not None and row.extent * inner.extent < _MIN_TILE:
+            return _SERIAL_WORK
     return _MIN_ELEMENTS.get(kind, math.inf)
 
 
@@ -1662,7 +1668,7 @@ def supports(kind, dtypes, ndim, elements, loops=None):
     smallest-stride loop is short qualifies smaller, where NumPy's inner loop would be
     too short to amortise its per-loop cost (``iij->j`` on (2048, 2048, 8): 8 elements a
     loop); a permutation that keeps the innermost axis needs more, the longer its rows
-    (NumPy copies them whole).
+    (NumPy copies them whole), and one whose tiles are small two threads' worth.
 
     >>> supports("reduction", (np.dtype(np.float32),) * 2, 2, 1 << 20)
     True
