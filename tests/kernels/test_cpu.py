@@ -156,21 +156,25 @@ def test_permute_tiles(dtypes, axes, unary):
     assert_same(out, (sign * 3 * view.astype(compute)).astype(dtypes[1]))
 
 
-@pytest.mark.parametrize("dtypes", [(F32, F16), (F32, BF16), (F32, F32), (F64, F64)])
+@pytest.mark.parametrize("dtypes", [(F32, F16), (F32, BF16), (F32, F32), (F64, F64),
+                                    (F16, F32), (BF16, F32), (F16, F16), (BF16, BF16),
+                                    (F16, BF16)])
 @pytest.mark.parametrize("alpha", [1, -3, 1e-30])
 def test_permute_scaled_in_registers_rounds_like_numpy(dtypes, alpha):
-    """Tiles scaled, transposed and converted in registers round as NumPy does: NaN, signed
-    zeros, infinities, overflow to infinity, subnormal results, halfway cases; blocks and
-    the partial blocks at the edges."""
+    """Tiles widened, scaled, transposed and converted in registers round as NumPy does:
+    NaN, signed zeros, infinities, overflow to infinity, subnormal results, halfway cases;
+    blocks and the partial blocks at the edges."""
     rng = np.random.default_rng(7)
     special = [np.nan, -0.0, 0.0, np.inf, -np.inf, 1e5, -7e4, 1e-6, -3e-8, 1 + 2**-11,
                1 + 3 * 2**-11, 1 + 2**-8, -1 - 3 * 2**-8, 2**-24, 1e38, 1e-40]  # ties: 16 bits
-    a = (values(rng, (37, 50), F64) * rng.choice([1e-5, 1.0, 1e4], (37, 50))).astype(dtypes[0])
-    a.reshape(-1)[::7][: len(special)] = special
-    out = np.empty((50, 37), dtypes[1])
-    want = np.empty((50, 37), dtypes[1])
-    compute = compute_for(*dtypes)
-    reference.permute(want, a.T, alpha=alpha, unary=Unary.IDENTITY, compute=compute)
+    with np.errstate(over="ignore"):  # 1e38 and 1e5 overflow 16 bits: infinities
+        a = (values(rng, (37, 50), F64) * rng.choice([1e-5, 1.0, 1e4], (37, 50))).astype(
+            dtypes[0])
+        a.reshape(-1)[::7][: len(special)] = special
+        out = np.empty((50, 37), dtypes[1])
+        want = np.empty((50, 37), dtypes[1])
+        compute = compute_for(*dtypes)
+        reference.permute(want, a.T, alpha=alpha, unary=Unary.IDENTITY, compute=compute)
     cpu.permute(out, a.T, alpha=alpha, unary=Unary.IDENTITY, compute=compute)
     assert_same(out, want)
     assert np.array_equal(np.signbit(out.astype(F32)), np.signbit(want.astype(F32)))

@@ -585,50 +585,70 @@ def _narrowed_bfloat(builder, v):
     return builder.trunc(rounded, ir.VectorType(ir.IntType(16), k))
 
 
+def _widened(builder, v, code):
+    """Codegen of :func:`_load` on a vector of 16-bit bits (``code`` 1 float16, 2
+    bfloat16): float32 values, exactly."""
+    k = v.type.count
+    if code == 1:
+        return builder.fpext(builder.bitcast(v, ir.VectorType(ir.HalfType(), k)),
+                             ir.VectorType(ir.FloatType(), k))
+    wide = builder.shl(builder.zext(v, ir.VectorType(ir.IntType(32), k)),
+                       ir.Constant(ir.VectorType(ir.IntType(32), k), [16] * k))
+    return builder.bitcast(wide, ir.VectorType(ir.FloatType(), k))
+
+
 @intrinsic(prefer_literal=True)
-def _scale_transpose_block(typingctx, out, o, so, a, s, sa, alpha, fmt):
-    """out[o + j*so + i] = store(alpha * a[s + i*sa + j]) for i, j < k: as
-    :func:`_transpose_block`, with the rows scaled on loading and converted to out's
-    storage on storing (a's type computes; ``fmt``, a literal, says what 16-bit out
-    holds: 1 float16, 2 bfloat16), the same roundings as :func:`_storage_value`."""
-    if not isinstance(fmt, types.IntegerLiteral):
+def _scale_transpose_block(typingctx, out, o, so, a, s, sa, alpha, src, dst):
+    """out[o + j*so + i] = store(alpha * load(a[s + i*sa + j])) for i, j < k: as
+    :func:`_transpose_block`, in alpha's type, with the rows widened and scaled on
+    loading and converted on storing.  ``src`` and ``dst``, literals, say what 16-bit
+    a and out hold (0: alpha's type, 1 float16, 2 bfloat16): the exact widenings of
+    :func:`_load`, the roundings of :func:`_storage_value`."""
+    if not (isinstance(src, types.IntegerLiteral) and isinstance(dst, types.IntegerLiteral)):
         return None
-    bits, out_bytes, code = a.dtype.bitwidth, out.dtype.bitwidth // 8, fmt.literal_value
+    bits, a_bytes, out_bytes = alpha.bitwidth, a.dtype.bitwidth // 8, out.dtype.bitwidth // 8
+    wide_in, wide_out = src.literal_value, dst.literal_value
 
     def codegen(context, builder, sig, args):
-        (_, o, so, _, s, sa, alpha, _), k = args, _block_side(bits)
-        vec = ir.VectorType(context.get_value_type(a.dtype), k)
-        scale = builder.insert_element(ir.Constant(vec, ir.Undefined), alpha, ir.IntType(32)(0))
+        (_, o, so, _, s, sa, alpha, _, _), k = args, _block_side(bits)
+        vec = ir.VectorType(ir.IntType(16) if wide_in else context.get_value_type(sig.args[6]),
+                            k)
+        scale = builder.insert_element(ir.Constant(ir.VectorType(alpha.type, k), ir.Undefined),
+                                       alpha, ir.IntType(32)(0))
         scale = builder.shuffle_vector(scale, scale, ir.Constant(ir.VectorType(ir.IntType(32), k),
                                                                  [0] * k))
-        rows = [builder.fmul(builder.load(p, align=bits // 8), scale)
+        rows = [builder.load(p, align=a_bytes)
                 for p in _block_rows(context, builder, sig, args, 3, s, sa, vec)]
-        rows = _transposed(builder, rows)
-        if code == 1:
+        if wide_in:
+            rows = [_widened(builder, v, wide_in) for v in rows]
+        rows = _transposed(builder, [builder.fmul(v, scale) for v in rows])
+        if wide_out == 1:
             rows = [builder.bitcast(builder.fptrunc(v, ir.VectorType(ir.HalfType(), k)),
                                     ir.VectorType(ir.IntType(16), k)) for v in rows]
-        elif code == 2:
+        elif wide_out == 2:
             rows = [_narrowed_bfloat(builder, v) for v in rows]
         for p, v in zip(_block_rows(context, builder, sig, args, 0, o, so, rows[0].type), rows,
                         strict=True):
             builder.store(v, p, align=out_bytes)
         return context.get_dummy_value()
 
-    return types.void(out, types.int64, types.int64, a, types.int64, types.int64, a.dtype,
-                      fmt), codegen
+    return types.void(out, types.int64, types.int64, a, types.int64, types.int64, alpha,
+                      src, dst), codegen
 
 
-def _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt):
+def _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark):
     """out[dst + i*sop + j*soq] = a[src + i*sap + j*saq] for i < mp, j < mq: moved as
-    they are (alpha None: out and a share a storage type), or scaled by alpha, which a's
-    type computes, and converted to out's storage (``fmt``: its 16-bit format)."""
+    they are (alpha None: out and a share a storage type), or widened (``mark``: a's
+    16-bit format), scaled by alpha in its type and converted to out's storage (``fmt``:
+    out's 16-bit format)."""
 
 
 def _scaled_in_registers(out, a, alpha):
     """Whether :func:`_scale_transpose_block` serves these types (decided when compiling):
-    float32 or float64 computing, stored as such or, from float32, in 16 bits."""
-    return (isinstance(a.dtype, types.Float) and alpha == a.dtype
-            and (out.dtype == a.dtype or (out.dtype == types.uint16 and a.dtype == types.float32)))
+    float32 or float64 computing, read and stored as such or, computing in float32, in
+    16 bits."""
+    held = (alpha, types.uint16) if alpha == types.float32 else (alpha,)
+    return isinstance(alpha, types.Float) and a.dtype in held and out.dtype in held
 
 
 def _fuses(out, a, alpha):
@@ -641,55 +661,71 @@ def _fuses_impl(out, a, alpha):
     return lambda out, a, alpha: fused
 
 
-def _moved(out, v, alpha, fmt):
+def _moved(out, v, alpha, fmt, mark):
     """v as :func:`_copy_tile` stores it: as it is, or alpha * v in out's storage."""
 
 
 @overload(_moved, jit_options=_JIT)
-def _moved_impl(out, v, alpha, fmt):
+def _moved_impl(out, v, alpha, fmt, mark):
     if isinstance(alpha, types.NoneType):
-        return lambda out, v, alpha, fmt: v
-    return lambda out, v, alpha, fmt: _storage_value(out, alpha * v, fmt)
+        return lambda out, v, alpha, fmt, mark: v
+    return lambda out, v, alpha, fmt, mark: _storage_value(
+        out, alpha * _like(_load(v, mark), alpha), fmt)
 
 
-def _block(out, o, so, a, s, sa, alpha, fmt):
+def _block(out, o, so, a, s, sa, alpha, fmt, mark):
     """One k x k block of :func:`_copy_tile` transposed in registers."""
 
 
 @overload(_block, jit_options=_JIT)
-def _block_impl(out, o, so, a, s, sa, alpha, fmt):
+def _block_impl(out, o, so, a, s, sa, alpha, fmt, mark):
     if isinstance(alpha, types.NoneType):
-        return lambda out, o, so, a, s, sa, alpha, fmt: _transpose_block(out, o, so, a, s, sa)
-    if out.dtype != types.uint16:
-        return lambda out, o, so, a, s, sa, alpha, fmt: _scale_transpose_block(
-            out, o, so, a, s, sa, alpha, 0)
+        return lambda out, o, so, a, s, sa, alpha, fmt, mark: _transpose_block(
+            out, o, so, a, s, sa)
+    narrow_in, narrow_out = a.dtype == types.uint16, out.dtype == types.uint16
 
-    def impl(out, o, so, a, s, sa, alpha, fmt):  # the format as a literal: one conversion
-        if fmt == 1:
-            _scale_transpose_block(out, o, so, a, s, sa, alpha, 1)
+    def impl(out, o, so, a, s, sa, alpha, fmt, mark):  # formats as literals: one conversion
+        if not narrow_in:
+            if not narrow_out:
+                _scale_transpose_block(out, o, so, a, s, sa, alpha, 0, 0)
+            elif fmt == 1:
+                _scale_transpose_block(out, o, so, a, s, sa, alpha, 0, 1)
+            else:
+                _scale_transpose_block(out, o, so, a, s, sa, alpha, 0, 2)
+        elif mark == 1:
+            if not narrow_out:
+                _scale_transpose_block(out, o, so, a, s, sa, alpha, 1, 0)
+            elif fmt == 1:
+                _scale_transpose_block(out, o, so, a, s, sa, alpha, 1, 1)
+            else:
+                _scale_transpose_block(out, o, so, a, s, sa, alpha, 1, 2)
+        elif not narrow_out:
+            _scale_transpose_block(out, o, so, a, s, sa, alpha, 2, 0)
+        elif fmt == 1:
+            _scale_transpose_block(out, o, so, a, s, sa, alpha, 2, 1)
         else:
-            _scale_transpose_block(out, o, so, a, s, sa, alpha, 2)
+            _scale_transpose_block(out, o, so, a, s, sa, alpha, 2, 2)
 
     return impl
 
 
 @overload(_copy_tile, jit_options=_JIT)
-def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt):
+def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark):
     if isinstance(alpha, types.NoneType):
         if out.dtype != a.dtype:  # never called: the kernel converts such tiles through buf
-            return lambda out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt: None
+            return lambda out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark: None
         shuffle = out.dtype.bitwidth in (16, 32, 64)  # 2-, 4-, 8-byte elements
         side = _block_side(out.dtype.bitwidth) if shuffle else _MICRO
     else:
         shuffle = _scaled_in_registers(out, a, alpha)
-        side = _block_side(a.dtype.bitwidth) if shuffle else _MICRO
+        side = _block_side(alpha.bitwidth) if shuffle else _MICRO
 
-    def impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt):
+    def impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark):
         if sop != 1 or saq != 1:
             for j in range(mq):
                 for i in range(mp):
                     out[_U(dst + i * sop + j * soq)] = _moved(
-                        out, a[_U(src + i * sap + j * saq)], alpha, fmt)
+                        out, a[_U(src + i * sap + j * saq)], alpha, fmt, mark)
             return
         ep, eq = mp - mp % side, mq - mq % side
         # blocks along a's rows innermost: the lines of a row band are read back to back
@@ -697,18 +733,20 @@ def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt):
             for j0 in range(0, eq, side):
                 o, s = dst + i0 + j0 * soq, src + i0 * sap + j0
                 if shuffle:
-                    _block(out, o, soq, a, s, sap, alpha, fmt)
+                    _block(out, o, soq, a, s, sap, alpha, fmt, mark)
                     continue
                 for j in range(side):
                     for i in range(side):
                         out[_U(o + i + j * soq)] = _moved(out, a[_U(s + i * sap + j)], alpha,
-                                                          fmt)
+                                                          fmt, mark)
         for j in range(eq):
             for i in range(ep, mp):
-                out[_U(dst + i + j * soq)] = _moved(out, a[_U(src + i * sap + j)], alpha, fmt)
+                out[_U(dst + i + j * soq)] = _moved(out, a[_U(src + i * sap + j)], alpha, fmt,
+                                                    mark)
         for j in range(eq, mq):
             for i in range(mp):
-                out[_U(dst + i + j * soq)] = _moved(out, a[_U(src + i * sap + j)], alpha, fmt)
+                out[_U(dst + i + j * soq)] = _moved(out, a[_U(src + i * sap + j)], alpha, fmt,
+                                                    mark)
 
     return impl
 
@@ -774,18 +812,18 @@ def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, 
         src = s + p0 * sap + q0 * saq
         dst = o + p0 * sop + q0 * soq
         if code < 0:
-            _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, None, fmt)
+            _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, None, fmt, 0)
             continue
         if code == _IDENTITY and sop == 1 and saq == 1 and _fuses(out, a, scal[0]):
-            _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, scal[0], fmt)
+            _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, scal[0], fmt, ta[0])
             continue
         buf = np.empty(2 * mp * mq, scal.dtype)
         _load_tile(buf, a, src, sap, saq, mp, mq, ta[0], code, scale, scal[0])
         if _same_dtype(out, scal):  # out stores the compute type: no conversion pass
-            _copy_tile(out, buf, dst, 0, sop, soq, mq, 1, mp, mq, None, fmt)
+            _copy_tile(out, buf, dst, 0, sop, soq, mq, 1, mp, mq, None, fmt, 0)
             continue
         flipped = buf[mp * mq:]
-        _copy_tile(flipped, buf, 0, 0, 1, mp, mq, 1, mp, mq, None, fmt)  # in registers
+        _copy_tile(flipped, buf, 0, 0, 1, mp, mq, 1, mp, mq, None, fmt, 0)  # in registers
         for j in range(mq):  # write rows along out's fastest axis p
             _store_row(out, dst + j * soq, sop, flipped, j * mp, 1, mp, fmt)
 
