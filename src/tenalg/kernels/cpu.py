@@ -783,9 +783,10 @@ def _same_dtype_impl(x, y):
 def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, a):
     """out = scale(unary(a)) tile by tile (tiles: [along p, along q, group]); tiles are
     taken in groups of group x group so that the pages one thread touches stay few (TLB
-    reach).  A plain copy (code < 0) moves elements directly; a scaled or narrowing copy
-    of float32 or float64 data (no transform) is scaled, transposed and converted in
-    registers (:func:`_scale_transpose_block`); anything else goes through a buffer."""
+    reach).  A plain copy (code < 0) moves elements directly; a scaled or converting copy
+    (no transform) of float64, or among float32 and 16-bit data, is widened, scaled,
+    transposed and narrowed in registers (:func:`_scale_transpose_block`); anything else
+    goes through a buffer."""
     nd = shape.shape[0]
     p, q = nd - 1, nd - 2
     tile_p, tile_q, group = tiles[0], tiles[1], tiles[2]
@@ -1549,10 +1550,9 @@ def _memory(x):
     array, of its axes permuted where that makes it contiguous (a transposed output);
     otherwise the view does not keep x alive: use it only while x is."""
     flags = x.flags
-    order = None if flags.c_contiguous or not flags.writeable else _dense_order(*_layout(x))
-    if flags.c_contiguous and flags.writeable:
+    if flags.writeable and flags.c_contiguous:
         flat = x.reshape(-1)
-    elif order is not None:
+    elif flags.writeable and (order := _dense_order(*_layout(x))) is not None:
         flat = x.transpose(order).reshape(-1)
     else:
         offset, span, _ = _geometry(*_layout(x))
@@ -1570,11 +1570,6 @@ def _memory(x):
             address = x.__array_interface__["data"][0] - offset * x.itemsize
             return np.asarray(_Memory(address, span, typestr))
     return flat.view(np.uint16) if x.dtype in _FORMATS else flat
-
-
-def _mark(x):
-    """The format marker of x's storage (for 16-bit storage; a dummy for other dtypes)."""
-    return _MARKS.get(x.dtype, _NO_MARK)
 
 
 @functools.cache
@@ -1650,6 +1645,11 @@ class _Call(NamedTuple):
 
 def _ceil_div(n, d):
     return -(-n // d)
+
+
+def _mark(dtype):
+    """The format marker of a storage dtype (for 16-bit storage; a dummy for others)."""
+    return _MARKS.get(dtype, _NO_MARK)
 
 
 def _fmt(x):
@@ -1755,7 +1755,7 @@ def _rows_call(layouts, codes, compute, threads):
     shape, offs, strides, codes = _rows_prep(layouts, codes, compute)
     n = len(layouts) - 1
     sources = (0, 1, 2 if n > 1 else 1, 3 if n > 2 else 1)
-    marks = tuple(_MARKS.get(layouts[k][2], _NO_MARK) for k in sources[1:])
+    marks = tuple(_mark(layouts[k][2]) for k in sources[1:])
     return _Call(_ROWS[threads == 1], shape, offs, (strides, *marks, codes), sources, 3, compute)
 
 
@@ -1841,8 +1841,7 @@ def permute_call(out, a, *, alpha, unary, compute):
 @functools.lru_cache(maxsize=1024)
 def _permute_call(out_layout, a_layout, code, scale, compute, threads):
     twins, shape, offs, strides, tiles = _permute_prep(out_layout, a_layout)
-    static = (strides, _MARKS.get(a_layout[2], _NO_MARK), tiles, code, scale,
-              _FORMATS.get(out_layout[2], 0))
+    static = (strides, _mark(a_layout[2]), tiles, code, scale, _FORMATS.get(out_layout[2], 0))
     return _Call(twins[threads == 1], shape, offs, static, (0, 1), 1, compute)
 
 
@@ -1952,8 +1951,7 @@ def _reduce_call(out_layout, c_layout, a_layout, codes, compute, threads):
     prep = _reduce_prep(out_layout, c_layout, a_layout, threads)
     free_shape, offs, strides, lanes, _, row_len, row_stride, walk_shape, *_ = prep
     sources = (0, 2 if codes[4] else 0, 1)  # out, c (out when unused), a
-    marks = (_MARKS.get(c_layout[2], _NO_MARK), _MARKS.get(a_layout[2], _NO_MARK),
-             _codes(*codes))
+    marks = (_mark(c_layout[2]), _mark(a_layout[2]), _codes(*codes))
     if (codes[0] == 0 and codes[1] == _IDENTITY and row_stride == 1 and not walk_shape.size
             and row_len >= _LONG_ROW and math.prod(out_layout[0]) >= _MIN_ROW_SUMS):
         levels = _ceil_div(row_len, _CHUNK).bit_length() + 1  # the cascade's depth
