@@ -365,9 +365,28 @@ class Plan:
         if self._direct is not None:
             lines.append(f"  kernel: direct ({self._direct.describe}; reference.{name} "
                          "when scalars are given)")
+        elif self._module is cpu:
+            lines.append(f"  kernel: cpu.{name}: {self._call_about()}")
         else:
             lines.append(f"  kernel: {self.backend}.{name}")
         return "\n".join(lines)
+
+    def _call_about(self):
+        """What the Numba kernel call does with the default scalars and the threads now,
+        made on arrays of the plan's layouts that span one element (only their layouts
+        are read)."""
+        def probe(descriptor, writeable=False):
+            return np.lib.stride_tricks.as_strided(
+                np.empty(1, descriptor.dtype), descriptor.extents, _byte_strides(descriptor),
+                writeable=writeable)
+
+        op = self.operation
+        out = probe(op.output, writeable=True)
+        arrays = [probe(x.descriptor) for x in self._operands]
+        name, args, kwargs = self._request(out, arrays, self._default_scalars[0])
+        call = getattr(cpu, name + "_call")(*args, **kwargs)
+        return "two passes, the outer axes into a plane, then its rows" if call is None else (
+            call.about)
 
     def __repr__(self):
         return f"Plan({self.operation!r}, backend={self.backend})"

@@ -117,3 +117,28 @@ def test_diagonal_plan_runs_on_other_reversed_arrays():
         plan = plan or ta.Plan(ta.Operation.reduction(ta.Operand(a, "iij"), out=np.float64,
                                                       out_modes="j"), kernels="cpu")
         np.testing.assert_allclose(plan.execute(a), np.einsum("iij->j", a), rtol=1e-13)
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda f: ta.Operation.permutation(ta.Operand(f, "ij"), out=np.float16, out_modes="ji",
+                                        order="C"), "converted in 16 x 16 register blocks"),
+    (lambda f: ta.Operation.permutation(ta.Operand(f, "ij", unary="negate"), out=np.float32,
+                                        out_modes="ji", order="C"), "compute-type buffer"),
+    (lambda f: ta.Operation.permutation(ta.Operand(f.reshape(64, 64, 4096), "ijk"),
+                                        out=np.float32, out_modes="jik", order="C"),
+     "rows of up to 4096 elements"),
+    (lambda f: ta.Operation.reduction(ta.Operand(f, "ij"), out=np.float32, out_modes="i"),
+     "row of 4096 summed whole"),
+    (lambda f: ta.Operation.reduction(ta.Operand(f.reshape(-1)[:1 << 18].reshape(512, 64, 8),
+                                                 "ijk"),
+                                      out=np.float32, out_modes="j", op="product"),
+     "two passes"),
+    (lambda f: ta.Operation.elementwise_binary(ta.Operand(f, "ij"), ta.Operand(f[0], "j"),
+                                               out=np.float32, out_modes="ij"), "one pass"),
+])
+def test_explain_names_the_kernel_call(make, says):
+    """explain() says which Numba kernel a plan runs and how (without running it)."""
+    f = np.zeros((4096, 4096), np.float32)
+    text = ta.Plan(make(f), kernels="cpu").explain()
+    last = text.splitlines()[-1]
+    assert says in last and ("thread" in last or says == "two passes"), text

@@ -643,12 +643,17 @@ def _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark):
     out's 16-bit format)."""
 
 
+def _registers_serve(a, out, compute):
+    """Whether :func:`_scale_transpose_block` serves these types (names of a's and out's
+    storage, of the compute type): float32 or float64 computing, read and stored as such
+    or, computing in float32, in 16 bits (seen by Numba as uint16 bits)."""
+    held = {compute, "float16", "bfloat16", "uint16"} if compute == "float32" else {compute}
+    return compute in ("float32", "float64") and a in held and out in held
+
+
 def _scaled_in_registers(out, a, alpha):
-    """Whether :func:`_scale_transpose_block` serves these types (decided when compiling):
-    float32 or float64 computing, read and stored as such or, computing in float32, in
-    16 bits."""
-    held = (alpha, types.uint16) if alpha == types.float32 else (alpha,)
-    return isinstance(alpha, types.Float) and a.dtype in held and out.dtype in held
+    """:func:`_registers_serve` for Numba types (decided when compiling)."""
+    return _registers_serve(str(a.dtype), str(out.dtype), str(alpha))
 
 
 def _fuses(out, a, alpha):
@@ -1628,6 +1633,7 @@ class _Call(NamedTuple):
     sources: tuple
     scalars: int
     compute: np.dtype
+    about: str  # the kernel and its layout, for explain()
 
     def run(self, arrays, values):
         flats = [_memory(x) for x in arrays]
@@ -1756,7 +1762,10 @@ def _rows_call(layouts, codes, compute, threads):
     n = len(layouts) - 1
     sources = (0, 1, 2 if n > 1 else 1, 3 if n > 2 else 1)
     marks = tuple(_mark(layouts[k][2]) for k in sources[1:])
-    return _Call(_ROWS[threads == 1], shape, offs, (strides, *marks, codes), sources, 3, compute)
+    about = (f"rows in units of {_ROW} elements, "
+             + ("one pass" if codes[10] else "through compute-type buffers"))
+    return _Call(_ROWS[threads == 1], shape, offs, (strides, *marks, codes), sources, 3, compute,
+                 _on_threads(about, threads))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1842,7 +1851,30 @@ def permute_call(out, a, *, alpha, unary, compute):
 def _permute_call(out_layout, a_layout, code, scale, compute, threads):
     twins, shape, offs, strides, tiles = _permute_prep(out_layout, a_layout)
     static = (strides, _mark(a_layout[2]), tiles, code, scale, _FORMATS.get(out_layout[2], 0))
-    return _Call(twins[threads == 1], shape, offs, static, (0, 1), 1, compute)
+    if twins is _ROW_TILES:
+        about = (f"rows of up to {tiles[2]} elements, in tiles of {tiles[0]} x {tiles[1]} "
+                 "rows")
+    else:
+        unit = bool(strides[0, -1] == 1 and strides[1, -2] == 1)
+        bits = a_layout[2].itemsize * 8
+        if not unit:
+            how = "element by element (strided fastest axes)"
+        elif code < 0:
+            side = _block_side(bits) if bits in (16, 32, 64) else _MICRO
+            how = f"moved as they are in {side} x {side} blocks"
+        elif code == _IDENTITY and _registers_serve(
+                str(a_layout[2]), str(out_layout[2]), str(compute)):
+            side = _block_side(compute.itemsize * 8)
+            how = f"scaled and converted in {side} x {side} register blocks"
+        else:
+            how = "through a compute-type buffer"
+        about = f"tiles of {tiles[0]} x {tiles[1]} in groups of {tiles[2]} x {tiles[2]}, {how}"
+    return _Call(twins[threads == 1], shape, offs, static, (0, 1), 1, compute,
+                 _on_threads(about, threads))
+
+
+def _on_threads(about, threads):
+    return f"{about}; {threads} thread{'s' if threads > 1 else ''}"
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1956,9 +1988,22 @@ def _reduce_call(out_layout, c_layout, a_layout, codes, compute, threads):
             and row_len >= _LONG_ROW and math.prod(out_layout[0]) >= _MIN_ROW_SUMS):
         levels = _ceil_div(row_len, _CHUNK).bit_length() + 1  # the cascade's depth
         return _Call(_ROW_SUMS[threads == 1], free_shape, offs,
-                     (strides, row_len, levels, *marks), sources, 2, compute)
+                     (strides, row_len, levels, *marks), sources, 2, compute,
+                     _on_threads(f"each output's row of {row_len} summed whole", threads))
+    nsplit = prep[9]
+    parts = [f"lanes of {prep[4]} outputs side by side"]
+    if row_len > 1:
+        parts.append(f"reduced rows of {row_len} (stride {row_stride}) in chunks of {_CHUNK}"
+                     " merged pairwise")
+    if len(walk_shape):
+        n = len(walk_shape)
+        more = " more" if row_len > 1 else ""
+        parts.append(f"walking {n}{more} reduced ax{'is' if n == 1 else 'es'}")
+    if nsplit > 1:
+        parts.append(f"each output's terms in {nsplit} parts")
+    about = ", ".join(parts)
     return _Call(_REDUCE[threads == 1], free_shape, offs, (*prep[2:], *marks), sources, 2,
-                 compute)
+                 compute, _on_threads(about, threads))
 
 
 def elementwise(out, inputs, *, unaries, op_ab, op_abc, scalars, compute):
