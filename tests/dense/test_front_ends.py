@@ -90,14 +90,20 @@ def test_trace_of_a_matrix_is_rank_0_and_non_square_traces_the_square():
 def test_large_diagonal_sums_take_the_strided_kernel(dtype):
     """A trace and ``iij->j`` of C arrays with thousands of far-apart terms run on the
     threads of cpu.strided_sums (the plan says so) and agree with NumPy; a trace of a
-    non-contiguous view keeps NumPy's diagonal sum."""
+    non-contiguous view, or of fewer terms than two threads want, keeps NumPy's diagonal
+    sum."""
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((2000, 2000)).astype(dtype)
+    small = rng.standard_normal((2000, 2000)).astype(dtype)
+    plan = ta.Plan(ta.Operation.reduction(ta.Operand(small, "ii"), out=dtype, out_modes=""))
+    assert "numpy.add.reduce of A's diagonal" in plan.explain()
+    np.testing.assert_allclose(ta.trace(small), np.trace(small, dtype=np.float64), rtol=1e-5)
+    a = np.zeros((4200, 4200), dtype)
+    np.fill_diagonal(a, rng.standard_normal(4200))
     b = rng.standard_normal((1100, 1100, 5)).astype(dtype)
     rtol = 1e-5 if dtype == np.float32 else 1e-12
     plan = ta.Plan(ta.Operation.reduction(ta.Operand(a, "ii"), out=dtype, out_modes=""))
     assert "strided_sums" in plan.explain()
-    np.testing.assert_allclose(ta.trace(a), np.trace(a.astype(np.float64)), rtol=rtol)
+    np.testing.assert_allclose(ta.trace(a), np.trace(a, dtype=np.float64), rtol=rtol)
     np.testing.assert_allclose(ta.einsum("iij->j", b),
                                np.einsum("iij->j", b.astype(np.float64)), rtol=rtol)
     out = np.full(5, np.nan, dtype)
@@ -116,7 +122,7 @@ def test_large_diagonal_sums_take_the_strided_kernel(dtype):
     view = a[::-1]
     plan = ta.Plan(ta.Operation.reduction(ta.Operand(view, "ii"), out=dtype, out_modes=""))
     assert "strided_sums" not in plan.explain()
-    np.testing.assert_allclose(ta.trace(view), np.trace(view.astype(np.float64)), rtol=rtol)
+    np.testing.assert_allclose(ta.trace(view), np.trace(view, dtype=np.float64), rtol=rtol)
 
 
 def test_diagonal_views():

@@ -638,7 +638,7 @@ def run_on_threads(threads, run, *args):
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
-@pytest.mark.parametrize("n, w", [(1024, 1), (1500, 8), (3001, 3), (2048, 16), (5000, 1),
+@pytest.mark.parametrize("n, w", [(1024, 2), (1500, 8), (3001, 3), (2048, 16), (5000, 1),
                                   (4500, 4), (4200, 40)])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_strided_sums_match_exact_sums(dtype, n, w, threads):
@@ -703,7 +703,7 @@ def cascade_sum(terms):
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
-@pytest.mark.parametrize("n, h, w", [(1000, 1, 13), (300, 1, 31), (130, 1, 9), (2047, 1, 1),
+@pytest.mark.parametrize("n, h, w", [(1000, 1, 13), (300, 1, 31), (130, 1, 9), (2047, 2, 1),
                                      (200, 3, 11), (64, 32, 32), (1500, 1, 8)])
 def test_strided_sums_in_registers_keep_the_cascade_order(dtype, n, h, w):
     """Unit-stride lanes (any count: registers of k, k/2, ..., 1 lanes) and single sums
@@ -720,6 +720,8 @@ def test_strided_sums_in_registers_keep_the_cascade_order(dtype, n, h, w):
 
 def test_strided_sums_decline_what_they_do_not_serve():
     assert cpu.strided_sums(F64, 100, 4097, []) is None  # too few terms
+    assert cpu.strided_sums(F64, 3000, 3001, []) is None  # one sum on one thread
+    assert cpu.strided_sums(F64, 4096, 4097, []) is not None  # ... on two
     assert cpu.strided_sums(F64, 4096, 4, []) is None  # terms share cache lines
     assert cpu.strided_sums(F64, 64, 4097, [(128, 64), (64, 1)]) is None  # too many sums
     assert cpu.strided_sums(C128, 4096, 4097, []) is None  # not a real float type
