@@ -687,29 +687,37 @@ def _block_impl(out, o, so, a, s, sa, alpha, fmt, mark):
     if isinstance(alpha, types.NoneType):
         return lambda out, o, so, a, s, sa, alpha, fmt, mark: _transpose_block(
             out, o, so, a, s, sa)
-    narrow_in, narrow_out = a.dtype == types.uint16, out.dtype == types.uint16
+    if a.dtype != types.uint16:
+        return lambda out, o, so, a, s, sa, alpha, fmt, mark: _block_from(
+            out, o, so, a, s, sa, alpha, 0, fmt)
 
-    def impl(out, o, so, a, s, sa, alpha, fmt, mark):  # formats as literals: one conversion
-        if not narrow_in:
-            if not narrow_out:
-                _scale_transpose_block(out, o, so, a, s, sa, alpha, 0, 0)
-            elif fmt == 1:
-                _scale_transpose_block(out, o, so, a, s, sa, alpha, 0, 1)
-            else:
-                _scale_transpose_block(out, o, so, a, s, sa, alpha, 0, 2)
-        elif mark == 1:
-            if not narrow_out:
-                _scale_transpose_block(out, o, so, a, s, sa, alpha, 1, 0)
-            elif fmt == 1:
-                _scale_transpose_block(out, o, so, a, s, sa, alpha, 1, 1)
-            else:
-                _scale_transpose_block(out, o, so, a, s, sa, alpha, 1, 2)
-        elif not narrow_out:
-            _scale_transpose_block(out, o, so, a, s, sa, alpha, 2, 0)
-        elif fmt == 1:
-            _scale_transpose_block(out, o, so, a, s, sa, alpha, 2, 1)
+    def impl(out, o, so, a, s, sa, alpha, fmt, mark):  # a's format as a literal
+        if mark == 1:
+            _block_from(out, o, so, a, s, sa, alpha, 1, fmt)
         else:
-            _scale_transpose_block(out, o, so, a, s, sa, alpha, 2, 2)
+            _block_from(out, o, so, a, s, sa, alpha, 2, fmt)
+
+    return impl
+
+
+def _block_from(out, o, so, a, s, sa, alpha, src, fmt):
+    """:func:`_scale_transpose_block` from a's format ``src`` (a literal) into out's,
+    ``fmt`` turned into a literal here: each block converts one way, no branch inside."""
+
+
+@overload(_block_from, jit_options=_JIT, prefer_literal=True)
+def _block_from_impl(out, o, so, a, s, sa, alpha, src, fmt):
+    if not isinstance(src, types.IntegerLiteral):
+        return None
+    if out.dtype != types.uint16:
+        return lambda out, o, so, a, s, sa, alpha, src, fmt: _scale_transpose_block(
+            out, o, so, a, s, sa, alpha, src, 0)
+
+    def impl(out, o, so, a, s, sa, alpha, src, fmt):
+        if fmt == 1:
+            _scale_transpose_block(out, o, so, a, s, sa, alpha, src, 1)
+        else:
+            _scale_transpose_block(out, o, so, a, s, sa, alpha, src, 2)
 
     return impl
 
