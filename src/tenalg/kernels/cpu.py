@@ -552,25 +552,6 @@ def _block_rows(context, builder, sig, args, x, start, stride, vec):
             for r in range(vec.count)]
 
 
-@intrinsic
-def _transpose_block(typingctx, out, o, so, a, s, sa):
-    """out[o + j*so + i] = a[s + i*sa + j] for i, j < k, k = _block_side(element): k rows
-    loaded as vectors, transposed in registers, stored as vectors."""
-    bits = out.dtype.bitwidth
-
-    def codegen(context, builder, sig, args):
-        (_, o, so, _, s, sa) = args
-        vec = ir.VectorType(ir.IntType(bits), _block_side(bits))
-        rows = [builder.load(p, align=bits // 8)
-                for p in _block_rows(context, builder, sig, args, 3, s, sa, vec)]
-        for p, v in zip(_block_rows(context, builder, sig, args, 0, o, so, vec),
-                        _transposed(builder, rows), strict=True):
-            builder.store(v, p, align=bits // 8)
-        return context.get_dummy_value()
-
-    return types.void(out, types.int64, types.int64, a, types.int64, types.int64), codegen
-
-
 def _narrowed_bfloat(builder, v):
     """Codegen of :func:`_narrow_bfloat` on a float32 vector: its bfloat16 bits."""
     k = v.type.count
@@ -598,30 +579,35 @@ def _widened(builder, v, code):
 
 
 @intrinsic(prefer_literal=True)
-def _scale_transpose_block(typingctx, out, o, so, a, s, sa, alpha, src, dst):
-    """out[o + j*so + i] = store(alpha * load(a[s + i*sa + j])) for i, j < k: as
-    :func:`_transpose_block`, in alpha's type, with the rows widened and scaled on
-    loading and converted on storing.  ``src`` and ``dst``, literals, say what 16-bit
-    a and out hold (0: alpha's type, 1 float16, 2 bfloat16): the exact widenings of
-    :func:`_load`, the roundings of :func:`_storage_value`."""
+def _move_block(typingctx, out, o, so, a, s, sa, alpha, src, dst):
+    """out[o + j*so + i] = a[s + i*sa + j] for i, j < k, k = _block_side(element): k rows
+    loaded as vectors, transposed in log2(k) stages of shuffles, stored as vectors.
+    alpha None moves the bits as they are; else, in alpha's type, the rows are widened
+    and scaled as they load and converted as they store: ``src`` and ``dst``, literals,
+    say what 16-bit a and out hold (0: alpha's type, 1 float16, 2 bfloat16), with the
+    exact widenings of :func:`_load` and the roundings of :func:`_storage_value`."""
     if not (isinstance(src, types.IntegerLiteral) and isinstance(dst, types.IntegerLiteral)):
         return None
-    bits, a_bytes, out_bytes = alpha.bitwidth, a.dtype.bitwidth // 8, out.dtype.bitwidth // 8
+    scaled = not isinstance(alpha, types.NoneType)
+    bits = alpha.bitwidth if scaled else out.dtype.bitwidth
+    a_bytes, out_bytes = a.dtype.bitwidth // 8, out.dtype.bitwidth // 8
     wide_in, wide_out = src.literal_value, dst.literal_value
 
     def codegen(context, builder, sig, args):
         (_, o, so, _, s, sa, alpha, _, _), k = args, _block_side(bits)
-        vec = ir.VectorType(ir.IntType(16) if wide_in else context.get_value_type(sig.args[6]),
-                            k)
-        scale = builder.insert_element(ir.Constant(ir.VectorType(alpha.type, k), ir.Undefined),
-                                       alpha, ir.IntType(32)(0))
-        scale = builder.shuffle_vector(scale, scale, ir.Constant(ir.VectorType(ir.IntType(32), k),
-                                                                 [0] * k))
-        rows = [builder.load(p, align=a_bytes)
-                for p in _block_rows(context, builder, sig, args, 3, s, sa, vec)]
+        element = (ir.IntType(16) if wide_in else context.get_value_type(sig.args[6])
+                   if scaled else ir.IntType(bits))
+        rows = [builder.load(p, align=a_bytes) for p in
+                _block_rows(context, builder, sig, args, 3, s, sa, ir.VectorType(element, k))]
         if wide_in:
             rows = [_widened(builder, v, wide_in) for v in rows]
-        rows = _transposed(builder, [builder.fmul(v, scale) for v in rows])
+        if scaled:
+            scale = builder.insert_element(ir.Constant(ir.VectorType(alpha.type, k),
+                                                       ir.Undefined), alpha, ir.IntType(32)(0))
+            scale = builder.shuffle_vector(
+                scale, scale, ir.Constant(ir.VectorType(ir.IntType(32), k), [0] * k))
+            rows = [builder.fmul(v, scale) for v in rows]
+        rows = _transposed(builder, rows)
         if wide_out == 1:
             rows = [builder.bitcast(builder.fptrunc(v, ir.VectorType(ir.HalfType(), k)),
                                     ir.VectorType(ir.IntType(16), k)) for v in rows]
@@ -644,7 +630,7 @@ def _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark):
 
 
 def _registers_serve(a, out, compute):
-    """Whether :func:`_scale_transpose_block` serves these types (names of a's and out's
+    """Whether :func:`_move_block` serves these types (names of a's and out's
     storage, of the compute type): float32 or float64 computing, read and stored as such
     or, computing in float32, in 16 bits (seen by Numba as uint16 bits)."""
     held = {compute, "float16", "bfloat16", "uint16"} if compute == "float32" else {compute}
@@ -684,9 +670,9 @@ def _block(out, o, so, a, s, sa, alpha, fmt, mark):
 
 @overload(_block, jit_options=_JIT)
 def _block_impl(out, o, so, a, s, sa, alpha, fmt, mark):
-    if isinstance(alpha, types.NoneType):
-        return lambda out, o, so, a, s, sa, alpha, fmt, mark: _transpose_block(
-            out, o, so, a, s, sa)
+    if isinstance(alpha, types.NoneType):  # the bits as they are
+        return lambda out, o, so, a, s, sa, alpha, fmt, mark: _move_block(
+            out, o, so, a, s, sa, None, 0, 0)
     if a.dtype != types.uint16:
         return lambda out, o, so, a, s, sa, alpha, fmt, mark: _block_from(
             out, o, so, a, s, sa, alpha, 0, fmt)
@@ -701,7 +687,7 @@ def _block_impl(out, o, so, a, s, sa, alpha, fmt, mark):
 
 
 def _block_from(out, o, so, a, s, sa, alpha, src, fmt):
-    """:func:`_scale_transpose_block` from a's format ``src`` (a literal) into out's,
+    """:func:`_move_block` from a's format ``src`` (a literal) into out's,
     ``fmt`` turned into a literal here: each block converts one way, no branch inside."""
 
 
@@ -710,14 +696,14 @@ def _block_from_impl(out, o, so, a, s, sa, alpha, src, fmt):
     if not isinstance(src, types.IntegerLiteral):
         return None
     if out.dtype != types.uint16:
-        return lambda out, o, so, a, s, sa, alpha, src, fmt: _scale_transpose_block(
+        return lambda out, o, so, a, s, sa, alpha, src, fmt: _move_block(
             out, o, so, a, s, sa, alpha, src, 0)
 
     def impl(out, o, so, a, s, sa, alpha, src, fmt):
         if fmt == 1:
-            _scale_transpose_block(out, o, so, a, s, sa, alpha, src, 1)
+            _move_block(out, o, so, a, s, sa, alpha, src, 1)
         else:
-            _scale_transpose_block(out, o, so, a, s, sa, alpha, src, 2)
+            _move_block(out, o, so, a, s, sa, alpha, src, 2)
 
     return impl
 
@@ -798,7 +784,7 @@ def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, 
     taken in groups of group x group so that the pages one thread touches stay few (TLB
     reach).  A plain copy (code < 0) moves elements directly; a scaled or converting copy
     (no transform) of float64, or among float32 and 16-bit data, is widened, scaled,
-    transposed and narrowed in registers (:func:`_scale_transpose_block`); anything else
+    transposed and narrowed in registers (:func:`_move_block`); anything else
     goes through a buffer."""
     nd = shape.shape[0]
     p, q = nd - 1, nd - 2
