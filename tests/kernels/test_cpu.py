@@ -194,6 +194,36 @@ def test_permute_plain_copy_blocks(dtype, steps):
     assert np.array_equal(np.signbit(out.real), np.signbit(view.real))
 
 
+# (dtypes, unary, alpha, staged with AVX2, staged with AVX-512)
+ALIASED_CASES = [
+    ((F32, F32), Unary.IDENTITY, 1, True, False),  # 8 (16) float32 a block row: 32 (64) B
+    ((F64, F64), Unary.IDENTITY, -3, True, False),
+    ((F16, F16), Unary.IDENTITY, 1, True, True),  # 16 float16: 32 B
+    ((C64, C64), Unary.IDENTITY, 1, True, False),
+    ((F32, F16), Unary.IDENTITY, 2, True, True),  # in registers: 8 (16) float16
+    ((F32, F32), Unary.NEGATE, 1, True, False),  # a buffer, then blocks
+    ((C64, C64), Unary.CONJUGATE, 2, True, False),
+    ((F32, BF16), Unary.NEGATE, 1, False, False),  # a buffer, converted row by row anyway
+]
+
+
+@pytest.mark.parametrize("dtypes, unary, alpha, avx2, avx512", ALIASED_CASES)
+def test_permute_stages_rows_that_alias(dtypes, unary, alpha, avx2, avx512):
+    """Out's rows 32 KB apart: tiles whose blocks write less than a cache line of a row
+    go through a buffer of out's rows (and say so); partial tiles and blocks included."""
+    a = values(np.random.default_rng(8), (3, 70, 45), dtypes[0])
+    view = a.transpose(0, 2, 1)
+    out = np.empty((3, 45, cpu._ALIASED // dtypes[1].itemsize), dtypes[1])[:, :, :70]
+    compute = compute_for(*dtypes)
+    call = cpu.permute_call(out, view, alpha=alpha, unary=unary, compute=compute)
+    call.run((out, view), (alpha,))
+    want = np.empty(view.shape, dtypes[1])
+    reference.permute(want, view, alpha=alpha, unary=unary, compute=compute)
+    assert_same(out, want)
+    staged = avx512 if cpu._VECTOR_BITS == 512 else avx2
+    assert ("row by row (out's rows 32768 bytes apart)" in call.about) == staged, call.about
+
+
 def test_permute_tile_groups():
     """A tile grid wider than one group of tiles, with partial groups at the edges."""
     a = values(np.random.default_rng(5), (1100, 9, 600), F32)

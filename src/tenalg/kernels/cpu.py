@@ -64,7 +64,15 @@ _FORMATS = {float16: 1, bfloat16: 2}
 _MARKS = {dt: np.array([code], np.int64) for dt, code in _FORMATS.items()}
 _NO_MARK = np.zeros(1, np.int64)
 
-_TILES = np.array([64, 64, 4], np.int64)  # permutation tiles: along p, along q, group side
+_TILES = (64, 64, 4)  # permutation tiles: along p, along q, group side
+# Where out's rows along a tile lie a multiple of this many bytes apart (they then share
+# few cache sets), blocks that write less than a cache line of each row (AVX2's) leave
+# lines half written that are evicted before the next block completes them: such tiles
+# go through a buffer of their out rows.  Measured on Zen 1, 2 threads: 8192^2 float32
+# (rows 32 KB apart) 110 -> 66 ms, 16384 x 4096 (64 KB) 279 -> 74 ms, 4096^2 float64
+# (32 KB) 58 -> 27 ms; not below: 8000^2 float32 (32000 B) would be 1.2x slower, 2048^2
+# float64 (16 KB) and 8192^2 float16 (16 KB) gain nothing
+_ALIASED = 1 << 15
 _MICRO = 8  # side of the blocks a plain-copy tile moves in (unrolled, vectorised)
 # Width of the vectors a plain-copy block moves: whole 64-byte lines where AVX-512 has the
 # registers (8-byte elements then move in 8 x 8 blocks of full lines, 2x faster than 4 x 4)
@@ -512,6 +520,12 @@ def _block_side(bits):
     return min(_VECTOR_BITS // bits, 16)
 
 
+def _plain_side(bits):
+    """Side of the blocks in which a plain copy moves ``bits``-bit elements: shuffled
+    vectors for 2-, 4- and 8-byte elements, else unrolled scalar loops."""
+    return _block_side(bits) if bits in (16, 32, 64) else _MICRO
+
+
 def _shuffle_masks(k, h):
     """Masks of one transposition stage: rows r and r + h of a k x k block swap their
     off-diagonal h x h blocks (after the stages for 2h, 4h, ..., k/2)."""
@@ -714,7 +728,7 @@ def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, ma
         if out.dtype != a.dtype:  # never called: the kernel converts such tiles through buf
             return lambda out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark: None
         shuffle = out.dtype.bitwidth in (16, 32, 64)  # 2-, 4-, 8-byte elements
-        side = _block_side(out.dtype.bitwidth) if shuffle else _MICRO
+        side = _plain_side(out.dtype.bitwidth)
     else:
         shuffle = _scaled_in_registers(out, a, alpha)
         side = _block_side(alpha.bitwidth) if shuffle else _MICRO
@@ -751,6 +765,18 @@ def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, ma
 
 
 @njit(**_JIT)
+def _tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark, staged):
+    """:func:`_copy_tile`, or where ``staged`` the same into a buffer of the tile's out
+    rows, then row by row into out (each of out's lines written whole at once)."""
+    if not staged:
+        _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark)
+        return
+    rows = np.empty(mp * mq, out.dtype)
+    _copy_tile(rows, a, 0, src, 1, mp, sap, saq, mp, mq, alpha, fmt, mark)
+    _move_rows(out, rows, dst, 0, mp, sop, 1, mq, soq, mp, 1, 0, 0)
+
+
+@njit(**_JIT)
 def _load_tile(buf, a, src, sap, saq, mp, mq, mark, code, scale, alpha):
     """buf[i * mq + j] = alpha * unary(a[src + i*sap + j*saq]) for i < mp, j < mq, in the
     compute type (alpha's)."""
@@ -780,15 +806,15 @@ def _same_dtype_impl(x, y):
 
 
 def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, a):
-    """out = scale(unary(a)) tile by tile (tiles: [along p, along q, group]); tiles are
-    taken in groups of group x group so that the pages one thread touches stay few (TLB
-    reach).  A plain copy (code < 0) moves elements directly; a scaled or converting copy
-    (no transform) of float64, or among float32 and 16-bit data, is widened, scaled,
-    transposed and narrowed in registers (:func:`_move_block`); anything else
-    goes through a buffer."""
+    """out = scale(unary(a)) tile by tile (tiles: [along p, along q, group, staged]);
+    tiles are taken in groups of group x group so that the pages one thread touches stay
+    few (TLB reach).  A plain copy (code < 0) moves elements directly; a scaled or
+    converting copy (no transform) of float64, or among float32 and 16-bit data, is
+    widened, scaled, transposed and narrowed in registers (:func:`_move_block`); anything
+    else goes through a buffer.  ``staged`` tiles write out row by row (:func:`_tile`)."""
     nd = shape.shape[0]
     p, q = nd - 1, nd - 2
-    tile_p, tile_q, group = tiles[0], tiles[1], tiles[2]
+    tile_p, tile_q, group, staged = tiles[0], tiles[1], tiles[2], tiles[3]
     tp = (shape[p] + tile_p - 1) // tile_p
     tq = (shape[q] + tile_q - 1) // tile_q
     hp, hq = min(group, tp), min(group, tq)  # group sides, no wider than the tile grid
@@ -812,15 +838,15 @@ def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, 
         src = s + p0 * sap + q0 * saq
         dst = o + p0 * sop + q0 * soq
         if code < 0:
-            _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, None, fmt, 0)
+            _tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, None, fmt, 0, staged)
             continue
         if code == _IDENTITY and sop == 1 and saq == 1 and _fuses(out, a, scal[0]):
-            _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, scal[0], fmt, ta[0])
+            _tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, scal[0], fmt, ta[0], staged)
             continue
         buf = np.empty(2 * mp * mq, scal.dtype)
         _load_tile(buf, a, src, sap, saq, mp, mq, ta[0], code, scale, scal[0])
         if _same_dtype(out, scal):  # out stores the compute type: no conversion pass
-            _copy_tile(out, buf, dst, 0, sop, soq, mq, 1, mp, mq, None, fmt, 0)
+            _tile(out, buf, dst, 0, sop, soq, mq, 1, mp, mq, None, fmt, 0, staged)
             continue
         flipped = buf[mp * mq:]
         _copy_tile(flipped, buf, 0, 0, 1, mp, mq, 1, mp, mq, None, fmt, 0)  # in registers
@@ -1848,27 +1874,39 @@ def permute_call(out, a, *, alpha, unary, compute):
 @functools.lru_cache(maxsize=1024)
 def _permute_call(out_layout, a_layout, code, scale, compute, threads):
     twins, shape, offs, strides, tiles = _permute_prep(out_layout, a_layout)
-    static = (strides, _mark(a_layout[2]), tiles, code, scale, _FORMATS.get(out_layout[2], 0))
     if twins is _ROW_TILES:
         about = (f"rows of up to {tiles[2]} elements, in tiles of {tiles[0]} x {tiles[1]} "
                  "rows")
     else:
-        unit = bool(strides[0, -1] == 1 and strides[1, -2] == 1)
-        bits = a_layout[2].itemsize * 8
-        if not unit:
-            how = "element by element (strided fastest axes)"
-        elif code < 0:
-            side = _block_side(bits) if bits in (16, 32, 64) else _MICRO
-            how = f"moved as they are in {side} x {side} blocks"
-        elif code == _IDENTITY and _registers_serve(
-                str(a_layout[2]), str(out_layout[2]), str(compute)):
-            side = _block_side(compute.itemsize * 8)
-            how = f"scaled and converted in {side} x {side} register blocks"
-        else:
-            how = "through a compute-type buffer"
+        how, staged = _tile_moves(out_layout[2], a_layout[2], strides, code, compute)
+        tiles = np.array([*tiles, staged], np.int64)
         about = f"tiles of {tiles[0]} x {tiles[1]} in groups of {tiles[2]} x {tiles[2]}, {how}"
+    static = (strides, _mark(a_layout[2]), tiles, code, scale, _FORMATS.get(out_layout[2], 0))
     return _Call(twins[threads == 1], shape, offs, static, (0, 1), 1, compute,
                  _on_threads(about, threads))
+
+
+def _tile_moves(out_type, a_type, strides, code, compute):
+    """(how the tile kernel moves a tile, in words; whether it stages the tile's out rows
+    in a buffer): where blocks write less than a cache line of each of out's rows and
+    those rows alias in the caches (:data:`_ALIASED`)."""
+    side = None  # of the blocks that write out (None: an element or a row at a time)
+    if not (strides[0, -1] == 1 and strides[1, -2] == 1):
+        how = "element by element (strided fastest axes)"
+    elif code < 0:
+        side = _plain_side(out_type.itemsize * 8)
+        how = f"moved as they are in {side} x {side} blocks"
+    elif code == _IDENTITY and _registers_serve(str(a_type), str(out_type), str(compute)):
+        side = _block_side(compute.itemsize * 8)
+        how = f"scaled and converted in {side} x {side} register blocks"
+    else:
+        side = _plain_side(out_type.itemsize * 8) if out_type == compute else None
+        how = "through a compute-type buffer"
+    row_bytes = int(strides[0, -2]) * out_type.itemsize
+    staged = side is not None and side * out_type.itemsize < _LINE and row_bytes % _ALIASED == 0
+    if staged:
+        how += f", then row by row (out's rows {abs(row_bytes)} bytes apart)"
+    return how, staged
 
 
 def _on_threads(about, threads):
