@@ -1330,27 +1330,30 @@ def _row_sums_kernel(free_shape, offs, strides, row_len, levels, tc, ta, codes, 
 _ROW_SUMS = _twins(_row_sums_kernel)
 
 
-def _vector_lanes(x):
-    """How many elements of array x one vector register holds (decided when compiling)."""
+def _line_lanes(x):
+    """How many elements of array x one cache line holds (decided when compiling)."""
 
 
-@overload(_vector_lanes, jit_options=_JIT)
-def _vector_lanes_impl(x):
-    k = _VECTOR_BITS // x.dtype.bitwidth
+@overload(_line_lanes, jit_options=_JIT)
+def _line_lanes_impl(x):
+    k = 8 * _LINE // x.dtype.bitwidth
     return lambda x: k
 
 
 @intrinsic
 def _add_lane_vector(typingctx, flat, off, step, n, width, res, at):
     """res[at + t] = the sum over i < n of flat[off + i*step + t] for t < width (a power
-    of two up to _vector_lanes(flat); n <= _BLOCK * _TREE), the lanes side by side in a
-    register: each block of _BLOCK terms is added in order from zero, one term of every
-    block in turn (their additions wait on nothing), and the blocks' sums pairwise,
+    of two up to _line_lanes(flat); n <= _BLOCK * _TREE), the lanes side by side in
+    vector registers: each block of _BLOCK terms is added in order from zero, one term of
+    every block in turn (their additions wait on nothing), and the blocks' sums pairwise,
     ((b0 + b1) + (b2 + b3)) + ..., as the cascade of :func:`_push` adds blocks.  Numba
     keeps no array in registers: added into ``res`` term by term, each addition would
-    wait for the store of the one before."""
+    wait for the store of the one before.  A cache line's lanes are added in one pass
+    (LLVM splits them over registers as needed): each term is a far-apart line whose
+    page's translation often misses, and in two passes of AVX2's 4 float64 an ``iij->j``
+    of (2048, 2048, 8) took 69 us on Zen 1, 44 us so (NumPy 48 us)."""
     bits = flat.dtype.bitwidth
-    widths = [1 << e for e in range((_VECTOR_BITS // bits).bit_length())]
+    widths = [1 << e for e in range((8 * _LINE // bits).bit_length())]
 
     def codegen(context, builder, sig, args):
         data, off, step, n, width, out, at = args
@@ -1393,9 +1396,9 @@ def _add_lane_vector(typingctx, flat, off, step, n, width, res, at):
 @njit(**_JIT)
 def _add_lane_vectors(flat, o, n, step, rows, row_stride, w, acc):
     """acc[r*w + t] = the sum over i < n of flat[o + i*step + r*row_stride + t] for
-    r < rows, t < w, in registers of _vector_lanes(flat), then of half as many lanes,
-    and so on (:func:`_add_lane_vector`)."""
-    k = _vector_lanes(flat)
+    r < rows, t < w, a cache line's lanes at a time (:func:`_line_lanes`), then half as
+    many, and so on (:func:`_add_lane_vector`)."""
+    k = _line_lanes(flat)
     for r in range(rows):
         start, t = o + r * row_stride, 0
         while t < w:
