@@ -64,26 +64,28 @@ def _ints(value):
     return True
 
 
-def _call(a, out, key, build, **scalars):
-    """Run a one-array front-end call: ``build()`` (the argument checks and the plan) runs
-    once per key and layouts and returns ``(plan, select)``, the plan of one input and
-    the index that slices ``a`` first (None: all of it); ``key`` None: no caching."""
+def _call(a, out, key, build, *args, alpha=None):
+    """Run a one-array front-end call: ``build(a, out, *args)`` (the argument checks and
+    the plan) runs once per key and layouts and returns ``(plan, select)``, the plan of
+    one input and the index that slices ``a`` first (None: all of it); ``key`` None: no
+    caching.  A module-level ``build`` and no keyword scalars where alpha is None: a
+    closure per call and ``**scalars`` cost an 8 x 8 transpose 1.2 of its 5.6 us."""
     if key is None or (out is not None and type(out) is not np.ndarray):
-        plan, select = build()
+        plan, select = build(a, out, *args)
     else:
         key = (key, a.shape, a.strides, a.dtype, None if out is None else _layout(out))
         built = _CALLS.get(key)
         if built is None:
-            built = build()
+            built = build(a, out, *args)
             if len(_CALLS) >= _MAX_CALLS:
                 _CALLS.clear()
             _CALLS[key] = built
         plan, select = built
     if select is not None:
         a = a[select]
-    if out is None:
-        return plan.execute(a, **scalars)
-    return plan.execute_into(out, a, **scalars)
+    if alpha is None:
+        return plan.execute(a) if out is None else plan.execute_into(out, a)
+    return plan.execute(a, alpha=alpha) if out is None else plan.execute_into(out, a, alpha=alpha)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -166,15 +168,15 @@ def sum(a, axis=None, *, out=None, compute_dtype=None):  # noqa: A001 - NumPy's 
     [3.0, 3.0]
     """
     a = _array(a, "a")
-
-    def build():
-        axes = _axes(axis, a.ndim)
-        modes = tuple(range(a.ndim))
-        kept = tuple(m for m in modes if m not in axes)
-        return _reduction_plan(a, modes, kept, out, compute_dtype), None
-
     key = ("sum", axis) if compute_dtype is None and _ints(axis) else None
-    return _call(a, out, key, build)
+    return _call(a, out, key, _sum_plan, axis, compute_dtype)
+
+
+def _sum_plan(a, out, axis, compute_dtype):
+    axes = _axes(axis, a.ndim)
+    modes = tuple(range(a.ndim))
+    kept = tuple(m for m in modes if m not in axes)
+    return _reduction_plan(a, modes, kept, out, compute_dtype), None
 
 
 def sum_host(a):
@@ -193,7 +195,7 @@ def trace(a, axis1=0, axis2=1):
     """
     a = _array(a, "a")
     key = ("trace", axis1, axis2) if type(axis1) is int and type(axis2) is int else None
-    return _call(a, None, key, lambda: _partial_trace_plan(a, ((axis1, axis2),)))
+    return _call(a, None, key, _partial_trace_plan, ((axis1, axis2),))
 
 
 def partial_trace(a, pairs):
@@ -208,10 +210,10 @@ def partial_trace(a, pairs):
     except TypeError:
         raise DescriptorError(f"trace pairs are pairs of axes, got {pairs!r}") from None
     key = ("partial_trace", pairs) if _ints(pairs) else None
-    return _call(a, None, key, lambda: _partial_trace_plan(a, pairs))
+    return _call(a, None, key, _partial_trace_plan, pairs)
 
 
-def _partial_trace_plan(a, pairs):
+def _partial_trace_plan(a, out, pairs):
     labels = list(range(a.ndim))
     index = [slice(None)] * a.ndim
     seen = set()
@@ -240,16 +242,17 @@ def permute(a, axes, *, alpha=None, out=None):
     True
     """
     a = _array(a, "a")
+    key = ("permute", axes) if _ints(axes) else None
+    return _call(a, out, key, _permute_plan, axes, alpha=alpha)
 
-    def build():
-        axes_ = tuple(axes)
-        if sorted(normalize_axis(ax, a.ndim) for ax in axes_) != list(range(a.ndim)):
-            raise DescriptorError(f"axes {axes_} are not a permutation of range({a.ndim})")
-        out_modes = tuple(normalize_axis(ax, a.ndim) for ax in axes_)
-        return _plan("permutation", [(a, range(a.ndim), Unary.IDENTITY, "A")],
-                     out_modes, out=out, options=(("order", "C"),)), None
 
-    return _call(a, out, ("permute", axes) if _ints(axes) else None, build, alpha=alpha)
+def _permute_plan(a, out, axes):
+    axes = tuple(axes)
+    if sorted(normalize_axis(ax, a.ndim) for ax in axes) != list(range(a.ndim)):
+        raise DescriptorError(f"axes {axes} are not a permutation of range({a.ndim})")
+    out_modes = tuple(normalize_axis(ax, a.ndim) for ax in axes)
+    return _plan("permutation", [(a, range(a.ndim), Unary.IDENTITY, "A")], out_modes,
+                 out=out, options=(("order", "C"),)), None
 
 
 def elementwise_binary(a, modes_a, b, modes_b, modes_out, op="add", *, alpha=1, beta=1,
