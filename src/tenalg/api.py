@@ -213,7 +213,9 @@ def partial_trace(a, pairs):
     return _call(a, None, key, _partial_trace_plan, pairs)
 
 
-def _partial_trace_plan(a, out, pairs):
+def _partial_trace_plan(a, _out, pairs):
+    """The plan of a (partial) trace of ``a`` and the index of its leading square (traces
+    take no ``out``)."""
     labels = list(range(a.ndim))
     index = [slice(None)] * a.ndim
     seen = set()
