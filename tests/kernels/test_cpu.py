@@ -750,7 +750,7 @@ def test_strided_sums_in_registers_keep_the_cascade_order(dtype, n, h, w):
 
 def test_strided_sums_decline_what_they_do_not_serve():
     assert cpu.strided_sums(F64, 100, 4097, []) is None  # too few terms
-    assert cpu.strided_sums(F64, 3000, 3001, []) is None  # one sum on one thread
+    assert cpu.strided_sums(F64, 3000, 3001, []) is None  # one sum below 4096 lines
     assert cpu.strided_sums(F64, 4096, 4097, []) is not None  # ... on two
     assert cpu.strided_sums(F64, 4096, 4, []) is None  # terms share cache lines
     assert cpu.strided_sums(F64, 64, 4097, [(128, 64), (64, 1)]) is None  # too many sums

@@ -96,10 +96,14 @@ _LONG_ROW, _MIN_ROW_SUMS = 1 << 10, 16
 # many terms, threads loading side by side beat NumPy's one loop (at most so many sums)
 _MIN_STRIDED, _MAX_STRIDED_SUMS, _LINE = 1 << 10, 1 << 12, 64
 _CHAINS = 16  # strided sums added one after the other, each in a register
-# ... on threads, prefetching, from this many cache lines read (an ``iij->j`` of 2048
-# lines takes 7 us on one thread: no faster on two, which take 3-4 us to start and vary
-# more; prefetches slow it down, its pages' translations being cached)
-_PARALLEL_LINES = 1 << 12
+# ... on threads from this many cache lines read (an ``iij->j`` of 2048 lines: on Zen 4
+# 7 us on one thread and no faster on two, which take 3-4 us to start; on Zen 1 38 us on
+# one, 21 us on two), prefetching from this many (a 4096^2 trace on two threads of Zen 4
+# 13 -> 10 us; on Zen 1 they gain nothing, and below this many they slow an ``iij->j``
+# down: its pages' translations are cached); a single sum takes the kernel from as many
+# lines as prefetching (below, NumPy's one loop over the diagonal is as fast on one
+# thread of Zen 4: a 2048^2 trace 2.3 against 2.6 us, 3000^2 4.0 against 4.9 us)
+_PARALLEL_LINES, _PREFETCH_LINES = 1 << 11, 1 << 12
 _REAL_SUMS = (np.dtype(np.float32), np.dtype(np.float64))
 # Below these sizes NumPy's reference path has lower overhead (measured on contiguous data)
 _MIN_ELEMENTS = {"permutation": 1 << 15, "reduction": 1 << 19, "elementwise_binary": 1 << 18,
@@ -1510,9 +1514,8 @@ def strided_sums(dtype, n, step, lanes):
     C-contiguous arrays of ``dtype``), or None when such sums are not worth a kernel:
     fewer than _MIN_STRIDED terms, terms of one sum closer than a cache line, more than
     _MAX_STRIDED_SUMS sums, not float32/float64, or a single sum of fewer than
-    _PARALLEL_LINES terms (on one thread NumPy's loop over the diagonal is as fast: a
-    2048^2 trace 2.3 against 2.6 us, 3000^2 4.0 against 4.9 us).  Threads share the
-    terms, and prefetch them, from _PARALLEL_LINES cache lines read.
+    _PREFETCH_LINES terms.  Threads share the terms from _PARALLEL_LINES cache lines
+    read, and prefetch them from _PREFETCH_LINES.
 
     >>> run = strided_sums(np.dtype(np.float64), 4096, 4097, [])
     >>> out = np.empty(())
@@ -1525,10 +1528,10 @@ def strided_sums(dtype, n, step, lanes):
             or abs(step) * dtype.itemsize < _LINE or h * w > _MAX_STRIDED_SUMS or n < 2):
         return None
     lines = n * h * min(w, _ceil_div(((w - 1) * abs(lane_stride) + 1) * dtype.itemsize, _LINE))
-    parallel = lines >= _PARALLEL_LINES
-    if h * w == 1 and not parallel:
+    parallel, ahead = lines >= _PARALLEL_LINES, lines >= _PREFETCH_LINES
+    if h * w == 1 and not ahead:
         return None
-    params = np.array([0, n, step, h, row_stride, w, lane_stride, parallel,
+    params = np.array([0, n, step, h, row_stride, w, lane_stride, ahead,
                        _ceil_div(n, _BLOCK).bit_length() + 1], np.int64)
 
     def run(a, out):
