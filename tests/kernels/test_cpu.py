@@ -748,6 +748,29 @@ def test_strided_sums_in_registers_keep_the_cascade_order(dtype, n, h, w):
     np.testing.assert_array_equal(out, cascade_sum(terms))
 
 
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("shape, cut", [((8, 37, 13), None),      # lanes of 8 + 4 + 1
+                                        ((8, 5, 9, 70), 7),       # two walk axes, runs of 7
+                                        ((4, 300, 150), None),    # wide: several registers
+                                        ((8, 3, 20, 24), 16)])    # runs of one block
+def test_reduce_lanes_in_registers_keep_the_cascade_order(dtype, shape, cut):
+    """Sums over axes that leave the contiguous axis free add each block of 16 walk steps
+    to the lanes in vector registers (registers of k, k/2, ..., 1 lanes; a block may span
+    runs along the innermost walk axis): bit for bit the order of blocks of 16 terms on
+    the pairwise cascade, as the lanes added in memory."""
+    a = values(np.random.default_rng(len(shape) + shape[-1]), shape, dtype)
+    if cut is not None:
+        a = a[:, :, :cut]  # the walk axes do not merge
+    view = a.transpose(0, a.ndim - 1, *range(1, a.ndim - 1))  # free (outer, lanes) first
+    out = np.full(view.shape[:2], np.nan, dtype)
+    layout = cpu._reduce_prep(cpu._layout(out), cpu._layout(out), cpu._layout(view), 2)
+    assert layout[5] == 1 and layout[9] == 1  # no reduced row, every output in one part
+    cpu.reduce(out, view, op=Reduce.SUM, alpha=1, beta=0, c=None, unary_a=Unary.IDENTITY,
+               unary_c=Unary.IDENTITY, compute=dtype)
+    terms = view.reshape(view.shape[:2] + (-1,)).transpose(2, 0, 1)
+    np.testing.assert_array_equal(out, cascade_sum(terms))
+
+
 def test_strided_sums_decline_what_they_do_not_serve():
     assert cpu.strided_sums(F64, 100, 4097, []) is None  # too few terms
     assert cpu.strided_sums(F64, 3000, 3001, []) is None  # one sum below 4096 lines
