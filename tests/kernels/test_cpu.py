@@ -426,6 +426,7 @@ def fsum_bound(x, axes):
     [
         ((1_000_003,), (0,), None),             # full reduction: split into partial sums
         ((7, 35_000), (0, 1), "cut"),           # one sum of 7 rows: pieces of rows
+        ((20_000, 70), (0, 1), "short"),        # one sum of many rows shorter than a chunk
         ((3, 50_000), (1,), None),              # few outputs, long rows
         ((40, 300, 9), (1,), None),             # lanes along the contiguous free axis
         ((64, 40, 300), (0, 2), None),          # inner reduced rows, lanes of outputs
@@ -445,6 +446,8 @@ def test_sum_accuracy_against_fsum(shape, axes, view, dtype):
         x = np.diagonal(x)
     if view == "cut":
         x = x[:, :30_001]  # the rows do not merge
+    if view == "short":
+        x = x[:, :64]
     free = [ax for ax in range(x.ndim) if ax not in axes]
     a = x.transpose(free + list(axes))
     out = np.empty([x.shape[ax] for ax in free], dtype)

@@ -1230,9 +1230,10 @@ def _lanes_work(lane_w, row_len, walk_dims, levels, dtype):
 
 @njit(**_JIT)
 def _sum_row_pieces(res, a, a_off, row_len, ta, walk_shape, walk_strides, s0, s1, work):
-    """res[0] = the sum of steps s0..s1 of one output's contiguous rows (as
-    :func:`_reduce_lanes`): each row's piece among them summed by :func:`_row_sum` (whole
-    chunks of a fixed trip count), the pieces merged on a cascade.  Chunk by chunk, with
+    """res[0] = the sum of steps s0..s1 of one output's contiguous rows, longer than a
+    chunk (as :func:`_reduce_lanes`; shorter ones would push more often than the
+    cascade's levels allow): each row's piece among them summed by :func:`_row_sum`
+    (whole chunks of a fixed trip count), the pieces merged on a cascade.  Chunk by chunk, with
     the lanes' general bookkeeping, a sum of all of a (512, 512, 64) float32 array took
     9.5 ms on one thread of Zen 1 and 5.3 on two; 4.8 and 3.2 ms so (NumPy 5.9 ms)."""
     idx, acc, buf, stack, _, row_stack = work
@@ -1266,7 +1267,7 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
     nw = walk_shape.shape[0]
     idx, acc, buf, stack, acc8, _ = work
     acc[:w] = ident
-    if row_len > 1 and w == 1 and op == 0 and code == _IDENTITY and row_stride == 1:
+    if row_len > _CHUNK and w == 1 and op == 0 and code == _IDENTITY and row_stride == 1:
         _sum_row_pieces(res, a, a_off, row_len, ta, walk_shape, walk_strides, s0, s1, work)
         return
     if row_len > 1:  # step by step, every lane's chunk of the row (reads stay local)
