@@ -1222,7 +1222,8 @@ def _lanes_work(lane_w, row_len, walk_dims, levels, dtype):
     """The buffers of :func:`_reduce_lanes` for up to ``lane_w`` lanes, allocated once per
     task of lane tiles: allocated per tile, they made a sum over the last axis of (512,
     512, 64) float32 (1024 tiles) 6% slower on two threads of Zen 1 (4.40 against 3.99
-    ms, with a push saved where one block is all)."""
+    ms, with a push saved where one block is all).  The last, a cascade of one lane for
+    :func:`_row_sum`, has a level for each bit of a chunk count: enough for any row."""
     return (np.empty(walk_dims, np.int64), np.empty(lane_w, dtype),
             np.empty(max(lane_w, min(row_len, _CHUNK)), dtype),
             np.empty((levels, lane_w), dtype), np.empty(8, dtype), np.empty((64, 1), dtype))
@@ -1233,9 +1234,10 @@ def _sum_row_pieces(res, a, a_off, row_len, ta, walk_shape, walk_strides, s0, s1
     """res[0] = the sum of steps s0..s1 of one output's contiguous rows, longer than a
     chunk (as :func:`_reduce_lanes`; shorter ones would push more often than the
     cascade's levels allow): each row's piece among them summed by :func:`_row_sum`
-    (whole chunks of a fixed trip count), the pieces merged on a cascade.  Chunk by chunk, with
-    the lanes' general bookkeeping, a sum of all of a (512, 512, 64) float32 array took
-    9.5 ms on one thread of Zen 1 and 5.3 on two; 4.8 and 3.2 ms so (NumPy 5.9 ms)."""
+    (whole chunks of a fixed trip count), the pieces merged on a cascade.  Chunk by
+    chunk, with the lanes' general bookkeeping, a sum of all of a (512, 512, 64) float32
+    array took 9.5 ms on one thread of Zen 1 and 5.3 on two; 4.8 and 3.2 ms so (NumPy
+    5.9 ms)."""
     idx, acc, buf, stack, _, row_stack = work
     chunks = (row_len + _CHUNK - 1) // _CHUNK
     off = a_off + _start(idx, walk_shape, walk_strides, s0 // chunks)
