@@ -718,13 +718,14 @@ def test_strided_sums_split_rows_between_threads(n, h, w, threads):
     assert np.all(np.abs(out - exact) <= bound)
 
 
-def cascade_sum(terms):
+def cascade_sum(terms, block=16):
     """The sum over axis 0 of ``terms`` in the order of the strided-sums kernel: runs of
-    16 added in order from zero, the runs merged on a pairwise cascade (older + newer)."""
+    ``block`` added in order from zero, the runs merged on a pairwise cascade (older +
+    newer)."""
     stack = []
-    for count, i0 in enumerate(range(0, len(terms), 16), start=1):
+    for count, i0 in enumerate(range(0, len(terms), block), start=1):
         run = np.zeros_like(terms[0])
-        for term in terms[i0:i0 + 16]:
+        for term in terms[i0:i0 + block]:
             run = run + term
         stack.append(run)
         k = count
@@ -755,15 +756,15 @@ def test_strided_sums_in_registers_keep_the_cascade_order(dtype, n, h, w):
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
-@pytest.mark.parametrize("shape, cut", [((8, 37, 13), None),      # lanes of 8 + 4 + 1
-                                        ((8, 5, 9, 70), 7),       # two walk axes, runs of 7
-                                        ((4, 300, 150), None),    # wide: several registers
-                                        ((8, 3, 20, 24), 16)])    # runs of one block
+@pytest.mark.parametrize("shape, cut", [((4, 333, 13), None),     # lanes of 8 + 4 + 1
+                                        ((4, 40, 9, 70), 7),      # two walk axes, runs of 7
+                                        ((2, 300, 150), None),    # wide: several registers
+                                        ((4, 5, 70, 24), 64)])    # runs of one block
 def test_reduce_lanes_in_registers_keep_the_cascade_order(dtype, shape, cut):
-    """Sums over axes that leave the contiguous axis free add each block of 16 walk steps
-    to the lanes in vector registers (registers of k, k/2, ..., 1 lanes; a block may span
-    runs along the innermost walk axis): bit for bit the order of blocks of 16 terms on
-    the pairwise cascade, as the lanes added in memory."""
+    """Sums over axes that leave the contiguous axis free add each block of _RUN_BLOCK
+    walk steps to the lanes in vector registers (registers of k, k/2, ..., 1 lanes; a
+    block may span runs along the innermost walk axis): bit for bit the order of such
+    blocks on the pairwise cascade."""
     a = values(np.random.default_rng(len(shape) + shape[-1]), shape, dtype)
     if cut is not None:
         a = a[:, :, :cut]  # the walk axes do not merge
@@ -774,7 +775,7 @@ def test_reduce_lanes_in_registers_keep_the_cascade_order(dtype, shape, cut):
     cpu.reduce(out, view, op=Reduce.SUM, alpha=1, beta=0, c=None, unary_a=Unary.IDENTITY,
                unary_c=Unary.IDENTITY, compute=dtype)
     terms = view.reshape(view.shape[:2] + (-1,)).transpose(2, 0, 1)
-    np.testing.assert_array_equal(out, cascade_sum(terms))
+    np.testing.assert_array_equal(out, cascade_sum(terms, cpu._RUN_BLOCK))
 
 
 def test_strided_sums_decline_what_they_do_not_serve():
