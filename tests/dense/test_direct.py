@@ -76,6 +76,38 @@ def test_elementwise(data, shape, dtype, ops, trinary):
                                rtol=tolerance(dtype), atol=tolerance(dtype))
 
 
+def test_execute_into_shortcut_keeps_every_check():
+    """A direct plan of one input runs ``execute_into`` straight where ``out`` has the
+    plan's layout and shares nothing with the input; any other ``out`` meets the checks,
+    which say what is wrong before anything is written."""
+    a = np.arange(16.0).reshape(4, 4)
+    plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ij"), out_modes="ji", order="C"))
+    assert plan.backend == "direct"
+    out = np.zeros((4, 4))
+    assert plan.execute_into(out, a) is out and np.array_equal(out, a.T)
+    assert plan.execute_into(out, a, alpha=2) is out and np.array_equal(out, 2 * a.T)
+    row = np.zeros((2, 4, 4))[1]  # a view: its memory is compared with the input's
+    assert plan.execute_into(row, a) is row and np.array_equal(row, a.T)
+    memory = np.arange(20.0)
+    overlapping = memory[:16].reshape(4, 4), memory[4:].reshape(4, 4)
+    read_only = np.zeros((4, 4))
+    read_only.flags.writeable = False
+    own = np.ones((4, 4))  # owns its memory (no base), as ``out`` then is
+    for target, x, error in [(a, a, ta.AliasError), (own, own, ta.AliasError),
+                             (overlapping[1], overlapping[0], ta.AliasError),
+                             (read_only, a, ta.OutputMismatchError),
+                             (np.zeros((4, 4)).T, a, ta.OutputMismatchError),
+                             (np.zeros((4, 4), np.float32), a, ta.OutputMismatchError)]:
+        before, source = target.copy(), x.copy()
+        with pytest.raises(error):
+            plan.execute_into(target, x)
+        assert np.array_equal(target, before) and np.array_equal(x, source)
+    summed = ta.Plan(ta.Operation.reduction(ta.Operand(a, "ij"), out_modes="i"))
+    assert summed.backend == "direct"
+    into = np.full(4, np.nan)
+    assert summed.execute_into(into, a) is into and into.tolist() == a.sum(axis=1).tolist()
+
+
 def test_scalars_take_the_reference_path():
     a = np.arange(6.0).reshape(2, 3)
     plan = ta.Plan(ta.Operation.reduction(ta.Operand(a, "ij"), out_modes="i"))
