@@ -116,6 +116,34 @@ def test_single_operand_views():
     assert "a view" in einsum_plan("ii->i", a[0]).explain()
 
 
+@st.composite
+def view_expressions(draw):
+    """One operand's transpose and diagonals: each label kept once, in any order."""
+    labels = draw(st.lists(st.sampled_from("ijk"), min_size=1, max_size=3, unique=True))
+    extents = {m: draw(st.integers(1, 4)) for m in labels}
+    repeats = draw(st.lists(st.sampled_from(labels), max_size=2))
+    term = draw(st.permutations(labels + repeats))
+    return "".join(term), "".join(draw(st.permutations(labels))), [extents[m] for m in term]
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=view_expressions(), data=st.data())
+def test_single_operand_views_are_numpys(case, data):
+    """Transposes and diagonals of one operand come back as read-only views with NumPy's
+    einsum's strides and values: made by NumPy's own calls from a NumPy-made array, and
+    by a bounds-checked strided view from an array that ``as_strided`` made."""
+    term, out, shape = case
+    x = data.draw(strided(shape, np.float64, allow_broadcast=True))
+    expr = f"{term}->{out}"
+    expected = np.einsum(expr, x)
+    wrapped = np.lib.stride_tricks.as_strided(x, x.shape, x.strides, writeable=False)
+    for source in (x, wrapped):
+        got = einsum(expr, source)
+        assert got.shape == expected.shape and got.strides == expected.strides, expr
+        assert np.shares_memory(got, x) and not got.flags.writeable
+        np.testing.assert_array_equal(got, expected)
+
+
 def test_interleaved_form():
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
