@@ -134,6 +134,31 @@ def test_diagonal_views():
     np.testing.assert_array_equal(dd, np.einsum("ijij->ij", a[:, :2, :, :]))
 
 
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), shape=shapes(min_dims=2, max_dims=5, max_side=4))
+def test_diagonals_are_numpys_read_only_views(data, shape):
+    """Diagonals of any strided layout (negative, zero strides), one pair or several:
+    NumPy's values, extents and strides (the survivors, then a diagonal axis per pair,
+    each as long as the shorter of its axes), read-only views of the array's memory."""
+    a = data.draw(strided(shape, np.float64, allow_broadcast=True))
+    axes = data.draw(st.permutations(range(a.ndim)))
+    pairs = [tuple(axes[k:k + 2]) for k in range(0, data.draw(st.integers(1, a.ndim // 2)) * 2, 2)]
+    expected = a
+    for k, (i, j) in enumerate(pairs):  # axis indices of a, then the diagonals appended
+        moved = [ax for ax in range(a.ndim) if ax not in sum(pairs[:k], ())]
+        expected = np.diagonal(expected, axis1=moved.index(i), axis2=moved.index(j))
+    got = ta.diagonals(a, pairs)
+    assert got.shape == expected.shape and got.strides == expected.strides
+    np.testing.assert_array_equal(got, expected)
+    assert not got.flags.writeable and (a.size == 0 or np.shares_memory(got, a))
+    i, j = pairs[0]
+    for first, second in ((i, j), (np.int64(i), j), (i - a.ndim, j)):  # plain ints or not
+        single = ta.diagonal(a, first, second)
+        assert single.strides == np.diagonal(a, axis1=i, axis2=j).strides
+        np.testing.assert_array_equal(single, np.diagonal(a, axis1=i, axis2=j))
+        assert not single.flags.writeable
+
+
 def test_norm_scales_huge_and_tiny_values():
     for value in (1e300, 1e-300, 5e-324):
         x = np.full(16, value)
