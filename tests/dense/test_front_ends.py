@@ -159,10 +159,23 @@ def test_diagonals_are_numpys_read_only_views(data, shape):
         assert not single.flags.writeable
 
 
+@pytest.mark.filterwarnings("error")  # overflows and underflows stay inside
 def test_norm_scales_huge_and_tiny_values():
-    for value in (1e300, 1e-300, 5e-324):
+    for value in (1e300, 1e-300, 5e-324, 1e-160, 1e160):
         x = np.full(16, value)
-        assert ta.norm_host(x) == pytest.approx(4 * value, rel=1e-12)
+        assert ta.norm_host(x) == pytest.approx(4 * value, rel=1e-12, abs=0)
+    mixed = np.array([3e-161, 4e-161, 0.0])  # squares below float64's normals: scaled first
+    # (pytest.approx's default absolute tolerance would pass any tiny value)
+    assert ta.norm_host(mixed) == pytest.approx(5e-161, rel=1e-14, abs=0)
+    huge = ta.norm_host(np.full(2, 3e200 + 4e200j))
+    assert huge == pytest.approx(2 ** 0.5 * 5e200, rel=1e-14, abs=0)
+    assert np.isnan(ta.norm_host(np.array([np.inf, np.nan])))
+    rng = np.random.default_rng(5)
+    for dtype in (np.float64, np.float32, np.complex128, np.complex64):
+        x = (rng.standard_normal((300, 7)) * (1 + 1j if dtype in COMPLEX else 1)).astype(dtype)
+        exact = np.linalg.norm(x.astype(np.complex128).ravel())  # rounded to x's precision:
+        rel = 1e-13 if x.real.dtype == np.float64 else 1e-7
+        assert ta.norm_host(x) == pytest.approx(exact, rel=rel, abs=0)
     f = np.full(4, 1.5e38, np.float32)  # the squares overflow float32, the norm does not
     assert float(ta.norm(f)) == pytest.approx(3e38, rel=1e-6) and ta.norm(f).dtype == np.float32
     z = np.array([3 + 4j, 0], np.complex64)
