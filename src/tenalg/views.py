@@ -151,6 +151,32 @@ def diagonals(a, pairs):
     return view
 
 
+def diagonal_steps(modes):
+    """How NumPy's ``diagonal`` calls merge the repeated labels of ``modes``: the axis
+    pairs (i, j) of ``x.diagonal(0, i, j)``, one call after the other (each moves its
+    merged axis last), and the labels of the result's axes.
+
+    >>> diagonal_steps("ijij")
+    (((0, 2), (0, 1)), ['i', 'j'])
+    """
+    modes, pairs = list(modes), []
+    for mode in dict.fromkeys(modes):
+        while modes.count(mode) > 1:
+            i = modes.index(mode)
+            j = modes.index(mode, i + 1)
+            pairs.append((i, j))
+            modes = [m for k, m in enumerate(modes) if k not in (i, j)] + [mode]
+    return tuple(pairs), modes
+
+
+def diagonal_calls(x, pairs):
+    """``x`` through the ``diagonal`` calls of :func:`diagonal_steps` (NumPy's own views:
+    read-only once there is a call, and within ``x``'s memory)."""
+    for i, j in pairs:
+        x = x.diagonal(0, i, j)
+    return x
+
+
 def diagonal(a, axis1=0, axis2=1):
     """The diagonal of axes ``axis1`` and ``axis2`` as a read-only view (axis last)."""
     if type(a) is np.ndarray and type(axis1) is int and type(axis2) is int:  # checked here:

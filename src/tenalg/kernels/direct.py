@@ -20,6 +20,7 @@ import numpy as np
 
 from ..descriptors import Binary, Reduce, TensorDescriptor, Unary
 from ..dtypes import is_complex
+from ..views import diagonal_calls, diagonal_steps
 
 try:
     from . import cpu
@@ -210,18 +211,10 @@ def _c_order(descriptor):
 def _full_diagonal_sum(op, allocate):
     """A sum of everything over a diagonal (a trace): ``np.add.reduce`` of NumPy's own
     diagonal view, pairwise like ``np.trace`` and without einsum's parsing."""
-    modes, pairs = list(op.inputs[0].modes), []
-    for mode in dict.fromkeys(op.inputs[0].modes):
-        while modes.count(mode) > 1:  # each diagonal() call moves the merged axis last
-            i = modes.index(mode)
-            j = modes.index(mode, i + 1)
-            pairs.append((i, j))
-            modes = [m for k, m in enumerate(modes) if k not in (i, j)] + [mode]
+    pairs, _ = diagonal_steps(op.inputs[0].modes)
 
     def call(arrays, out=None):
-        x = arrays[0]
-        for i, j in pairs:
-            x = x.diagonal(0, i, j)
+        x = diagonal_calls(arrays[0], pairs)
         return np.add.reduce(x, axis=None, out=allocate() if out is None else out)
 
     return _runner(call, f"numpy.add.reduce of A's diagonal (axes {pairs})")
