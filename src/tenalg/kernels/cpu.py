@@ -1932,14 +1932,16 @@ def supports(kind, dtypes, ndim, elements, loops=None):
     smallest-stride loop is short qualifies smaller, where NumPy's inner loop would be
     too short to amortise its per-loop cost (``iij->j`` on (2048, 2048, 8): 8 elements a
     loop); a permutation that keeps the innermost axis needs more, the longer its rows
-    (NumPy copies them whole), and one whose tiles are small two threads' worth.
+    (NumPy copies them whole), and one whose tiles are small two threads' worth.  16-bit
+    data that NumPy would convert qualifies from _MIN_SHORT_INNER elements: a float16 sum
+    of (64, 4096) took 0.82 ms that way on Zen 1, 0.083 ms in the kernels (torch 0.05).
 
     >>> supports("reduction", (np.dtype(np.float32),) * 2, 2, 1 << 20)
     True
     """
     if not all(np.dtype(d) in STORAGE_TYPES for d in dtypes):
         return False
-    if kind == "permutation" and len(set(dtypes)) > 1 and any(d in _FORMATS for d in dtypes):
+    if any(d in _FORMATS for d in dtypes) and (kind != "permutation" or len(set(dtypes)) > 1):
         return elements >= _MIN_SHORT_INNER  # NumPy converts 16-bit storage 5-20x slower
     return elements >= _min_elements(kind, loops)
 
