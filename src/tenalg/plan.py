@@ -451,16 +451,14 @@ def _checked_into(run, expected, out_layout, general):
     if len(expected) != 1:
         return general
     shape, strides, dtype = out_layout
-    a_shape, a_strides, a_dtype = expected[0]
+    layout = expected[0]
     ndarray = np.ndarray
     may_share_memory = np.may_share_memory
 
     def execute_into(out, x=_ABSENT, /, *more, alpha=None, beta=None, gamma=None):
-        if (type(out) is ndarray and type(x) is ndarray and not more and alpha is None
-                and beta is None and gamma is None and out.dtype is dtype
-                and out.shape == shape and out.strides == strides and x.dtype is a_dtype
-                and x.shape == a_shape and x.strides == a_strides
-                and out.flags.writeable and (x.base is None or made_by_numpy(x))
+        if (type(out) is ndarray and not more and alpha is None and beta is None
+                and gamma is None and out.dtype is dtype and out.shape == shape
+                and out.strides == strides and out.flags.writeable and _is_exactly(x, layout)
                 and (out.base is None and x.base is None and x is not out  # own their data
                      or made_by_numpy(out) and not may_share_memory(out, x))):
             return run((x,), out)

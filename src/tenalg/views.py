@@ -143,10 +143,11 @@ def diagonals(a, pairs):
     traced = [normalize_axis(ax, a.ndim) for pair in pairs for ax in _pair(pair)]
     if len(set(traced)) != len(traced):
         raise DescriptorError(f"axes repeat across the pairs {list(pairs)}")
-    view, axes = a.view(), list(range(a.ndim))  # NumPy's calls: 2 us (as_strided: 20)
+    steps, axes = [], list(range(a.ndim))  # NumPy's calls: 2 us (as_strided: 20)
     for i, j in zip(traced[::2], traced[1::2], strict=True):
-        view = view.diagonal(0, axes.index(i), axes.index(j))  # its axis last
+        steps.append((axes.index(i), axes.index(j)))  # each diagonal's axis goes last
         axes = [ax for ax in axes if ax not in (i, j)] + [None]
+    view = diagonal_calls(a.view(), steps)
     view.flags.writeable = False
     return view
 
