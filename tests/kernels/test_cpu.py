@@ -614,11 +614,12 @@ def test_one_thread_restores_the_thread_count():
 
 
 @pytest.mark.parametrize("dtypes", [(d, d) for d in SAME] + MIXED)
-@pytest.mark.parametrize("n", [cpu._LONG_ROW, 3 * cpu._LONG_ROW + 77])
+@pytest.mark.parametrize("n", [cpu._LONG_ROW // 2, 3 * cpu._LONG_ROW + 77])
 def test_reduce_long_contiguous_rows(dtypes, n):
-    """Sums of long contiguous rows (their own kernel: each row read to its end, pairwise
-    over chunks) into a strided output, with alpha, beta and C: as the reference, and
-    within a few units of the compute type's rounding of the sum of magnitudes."""
+    """Sums of contiguous rows of a KB or more (their own kernel: each row read to its end,
+    in the order of :func:`row_total_order`) into a strided output, with alpha, beta and
+    C: as the reference, and within a few units of the compute type's rounding of the sum
+    of magnitudes."""
     rng = np.random.default_rng(n)
     a = values(rng, (4, 6, n), dtypes[0])
     out = np.full((6, 4), np.nan, dtypes[1]).T  # a transposed output
@@ -630,6 +631,7 @@ def test_reduce_long_contiguous_rows(dtypes, n):
     kw = dict(op=Reduce.SUM, alpha=-2, beta=0.5, c=c, unary_a=Unary.IDENTITY,
               unary_c=Unary.IDENTITY, compute=compute)
     reference.reduce(want, a, **kw)
+    assert cpu.reduce_call(out, a, **kw).kernel in cpu._ROW_SUMS
     cpu.reduce(out, a, **kw)
     assert_same(out, want, exact=False)
     wide = a.astype(np.complex128)
@@ -790,6 +792,55 @@ def test_reduce_lanes_in_registers_keep_the_cascade_order(dtype, shape, cut):
                unary_c=Unary.IDENTITY, compute=dtype)
     terms = view.reshape(view.shape[:2] + (-1,)).transpose(2, 0, 1)
     np.testing.assert_array_equal(out, cascade_sum(terms, cpu._RUN_BLOCK))
+
+
+def row_total_order(row, compute):
+    """The sum of ``row`` in the order of cpu._row_total: terms of _ROW_VECTORS vectors of
+    lanes (real parts) on a cascade of blocks, the vectors pairwise, each vector's halves
+    until one lane (two: real, imaginary) is left, the leftover elements added last."""
+    compute = np.dtype(compute)
+    part = np.finfo(compute).dtype
+    complex_row = row.dtype.kind == "c"
+    flat = row.astype(compute if complex_row else part).view(part)
+    parts = 2 if complex_row else 1
+    width = cpu._ROW_VECTORS * cpu._VECTOR_BITS // (8 * part.itemsize)
+    terms = len(flat) // width
+    lanes = (cascade_sum(flat[:terms * width].reshape(terms, width), cpu._BLOCK) if terms
+             else np.zeros(width, part))
+    vs = np.split(lanes, cpu._ROW_VECTORS)
+    while len(vs) > 1:
+        vs = [vs[i] + vs[i + 1] for i in range(0, len(vs), 2)]
+    v = vs[0]
+    while len(v) > parts:
+        v = v[:len(v) // 2] + v[len(v) // 2:]
+    tail = np.zeros(parts, part)
+    for at in range(terms * width, len(flat), parts):
+        tail = tail + flat[at:at + parts]
+    v = v + tail
+    return compute.type(complex(*v) if compute.kind == "c" else v[0])
+
+
+@pytest.mark.parametrize("dtype, compute", [(F32, F32), (F64, F64), (F16, F32), (BF16, F32),
+                                            (F32, F64), (C64, C64), (C128, C128), (F32, C64)])
+def test_row_totals_keep_their_order(dtype, compute):
+    """Contiguous rows summed whole (lanes in vector registers, blocks on a cascade, one
+    reduction of the lanes): bit for bit the order of :func:`row_total_order`, for rows
+    shorter than a term, of whole and partial blocks and of cascades several levels deep
+    (each a different order of terms of many magnitudes), at an offset."""
+    import numba
+
+    total = numba.njit(lambda x, off, n, mark, like: cpu._row_total(x, off, n, mark, like))
+    part = np.finfo(np.dtype(compute)).dtype
+    width = cpu._ROW_VECTORS * cpu._VECTOR_BITS // (8 * part.itemsize)
+    width //= 2 if dtype.kind == "c" else 1  # elements a term holds
+    block = width * cpu._BLOCK
+    rng = np.random.default_rng(width)
+    for n in (0, 1, width - 1, width, width + 3, block, block + width, 3 * block + 5,
+              13 * block + 2 * width + 7):
+        row = (values(rng, n + 3, dtype) * np.exp(rng.uniform(-8, 8, n + 3))).astype(dtype)
+        bits = row.view(np.uint16) if dtype.itemsize == 2 else row
+        got = total(bits, 3, n, cpu._FORMATS.get(dtype, 0), compute.type(0))
+        assert compute.type(got).tobytes() == row_total_order(row[3:], compute).tobytes(), n
 
 
 def test_strided_sums_decline_what_they_do_not_serve():

@@ -82,7 +82,9 @@ _ROW_PIECE = 1 << 13  # longer rows are split into pieces of this many elements 
 _ROW = 512     # elements per unit of the elementwise row kernel
 _TASKS = 256   # units are dealt out in at most this many tasks (allocations once per task:
 # 3 allocations per 512-element unit made the fused trinary 2x slower) ...
-_TASK_ELEMENTS = 1 << 12  # ... of this many elements at least (a 16 x 16 add: 11 -> 3 us)
+_TASK_ELEMENTS = 1 << 14  # ... of this many elements at least (a 16 x 16 add: 11 -> 3 us;
+# rows of 1024 float32 summed in 256 tasks of two rows: 0.09 ms on one thread of Zen 1,
+# in 32 tasks 0.06)
 _CHUNK = 128   # row chunk summed pairwise by the reduction (NumPy's block size)
 _BLOCK = 16    # contributions accumulated naively before entering the cascade
 _TREE = 8      # blocks that strided sums add side by side in registers, then pairwise
@@ -95,8 +97,10 @@ _RUN_BLOCK = 64
 _LANES = 4096  # outputs reduced side by side when the innermost axis is free (long runs per
 # walk step: 1 KB runs made a sum over axis 0 of a 4096^2 f32 matrix 2x slower than NumPy)
 _ROW_BLOCK = 1 << 14  # elements read per step (lanes x row) when the innermost axis is reduced
-# sums of contiguous rows at least this long, into at least so many outputs, read each row
-# to its end in a kernel of their own (_row_sums_kernel)
+# sums of contiguous rows of at least this many bytes (in the compute type), into at least so
+# many outputs, read each row to its end in a kernel of their own (_row_sums_kernel; rows of
+# 256 float32 on Zen 1: 0.26 against 0.46 ms for 4096 of them in lanes; 64 float64: 0.33
+# against 0.20)
 _LONG_ROW, _MIN_ROW_SUMS = 1 << 10, 16
 # sums over a diagonal whose terms lie a cache line or more apart wait on memory: from this
 # many terms, threads loading side by side beat NumPy's one loop (at most so many sums)
@@ -478,6 +482,13 @@ def _direct_row_impl(out, o, a, oa, b, ob, c, oc, m, codes, scal):
     return impl
 
 
+@njit(**_JIT, inline="always")
+def _task_count(units, elements):
+    """How many tasks deal out ``units`` of work over ``elements`` elements: at most
+    _TASKS, each of _TASK_ELEMENTS at least, one at least."""
+    return max(1, min(units, _TASKS, elements // _TASK_ELEMENTS))
+
+
 def _rows_kernel(shape, offs, strides, ta, tb, tc, codes, scal, out, a, b, c):
     """out = op_abc(op_ab(s0 u0(a), s1 u1(b)), s2 u2(c)) over rows of the last axis.
 
@@ -491,7 +502,7 @@ def _rows_kernel(shape, offs, strides, ta, tb, tc, codes, scal, out, a, b, c):
     for ax in range(nd - 1):
         outer *= shape[ax]
     units = outer * chunks
-    tasks = max(1, min(units, _TASKS, outer * n // _TASK_ELEMENTS))
+    tasks = _task_count(units, outer * n)
     for t in prange(tasks):  # a task's buffers serve all its units
         base = np.empty(4, np.int64)
         buf, tmp = np.empty(_ROW, scal.dtype), np.empty(_ROW, scal.dtype)
@@ -1236,23 +1247,22 @@ def _lanes_work(lane_w, row_len, walk_dims, levels, dtype):
     """The buffers of :func:`_reduce_lanes` for up to ``lane_w`` lanes, allocated once per
     task of lane tiles: allocated per tile, they made a sum over the last axis of (512,
     512, 64) float32 (1024 tiles) 6% slower on two threads of Zen 1 (4.40 against 3.99
-    ms, with a push saved where one block is all).  The last, a cascade of one lane for
-    :func:`_row_sum`, has a level for each bit of a chunk count: enough for any row."""
+    ms, with a push saved where one block is all)."""
     return (np.empty(walk_dims, np.int64), np.empty(lane_w, dtype),
             np.empty(max(lane_w, min(row_len, _CHUNK)), dtype),
-            np.empty((levels, lane_w), dtype), np.empty(8, dtype), np.empty((64, 1), dtype))
+            np.empty((levels, lane_w), dtype), np.empty(8, dtype))
 
 
 @njit(**_JIT)
 def _sum_row_pieces(res, a, a_off, row_len, ta, walk_shape, walk_strides, s0, s1, work):
     """res[0] = the sum of steps s0..s1 of one output's contiguous rows, longer than a
     chunk (as :func:`_reduce_lanes`; shorter ones would push more often than the
-    cascade's levels allow): each row's piece among them summed by :func:`_row_sum`
-    (whole chunks of a fixed trip count), the pieces merged on a cascade.  Chunk by
+    cascade's levels allow): each row's piece among them summed by :func:`_row_total`,
+    the pieces merged on a cascade.  Chunk by
     chunk, with the lanes' general bookkeeping, a sum of all of a (512, 512, 64) float32
     array took 9.5 ms on one thread of Zen 1 and 5.3 on two; 4.8 and 3.2 ms so (NumPy
     5.9 ms)."""
-    idx, acc, buf, stack, _, row_stack = work
+    idx, acc, _, stack, _ = work
     chunks = (row_len + _CHUNK - 1) // _CHUNK
     off = a_off + _start(idx, walk_shape, walk_strides, s0 // chunks)
     depth = count = 0
@@ -1260,8 +1270,8 @@ def _sum_row_pieces(res, a, a_off, row_len, ta, walk_shape, walk_strides, s0, s1
     while s < s1:
         ch = s % chunks
         run = min(s1 - s, chunks - ch)
-        acc[0] = _row_sum(a, off + ch * _CHUNK, min(run * _CHUNK, row_len - ch * _CHUNK), ta,
-                          buf, row_stack, acc)
+        acc[0] = _row_total(a, off + ch * _CHUNK, min(run * _CHUNK, row_len - ch * _CHUNK),
+                            ta[0], acc[0])
         depth, count = _push(stack, depth, count, acc, 1, 0)
         s += run  # the row's end, or the last step
         off = _advance(idx, walk_shape, walk_strides, off, 1)
@@ -1282,7 +1292,7 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
     vector registers (:func:`_add_lane_runs`), whose runs cost more to start and end.
     """
     nw = walk_shape.shape[0]
-    idx, acc, buf, stack, acc8, _ = work
+    idx, acc, buf, stack, acc8 = work
     acc[:w] = ident
     if row_len > _CHUNK and w == 1 and op == 0 and code == _IDENTITY and row_stride == 1:
         _sum_row_pieces(res, a, a_off, row_len, ta, walk_shape, walk_strides, s0, s1, work)
@@ -1391,7 +1401,7 @@ def _reduce_kernel(free_shape, offs, strides, lanes, lane_w, row_len, row_stride
     ident = _IDENTITY_VALUE[op]
     part = np.empty((nsplit, units if nsplit > 1 else 0, lane_w), scal.dtype)
     jobs = units * nsplit
-    tasks = min(jobs, _TASKS)
+    tasks = _task_count(jobs, units * lane_w * steps * min(row_len, _CHUNK))
     for task in prange(tasks):  # a task's buffers serve all its jobs
         base = np.empty(3, np.int64)
         res = np.empty(lane_w, scal.dtype)
@@ -1418,55 +1428,149 @@ def _reduce_kernel(free_shape, offs, strides, lanes, lane_w, row_len, row_stride
 _REDUCE = _twins(_reduce_kernel)
 
 
-_HALF_CHUNK = 1024  # elements of a long row's chunk in 16-bit storage
+_ROW_VECTORS = 4  # vector registers of lanes that a contiguous row's sum adds side by side
 
 
-def _long_chunk(x):
-    """Elements of a long row's chunk of storage ``x``: _CHUNK, as NumPy's pairwise leaves,
-    or _HALF_CHUNK for 16-bit storage (a constant of each compiled kernel)."""
+def _part_type(context, t):
+    """LLVM type of one real part of Numba scalar type ``t`` (16-bit bits: i16)."""
+    if isinstance(t, types.Complex):
+        t = t.underlying_float
+    return ir.IntType(16) if isinstance(t, types.Integer) else context.get_value_type(t)
 
 
-@overload(_long_chunk, jit_options=_JIT)
-def _long_chunk_impl(x):
-    n = _HALF_CHUNK if isinstance(x.dtype, types.Integer) else _CHUNK
-    return lambda x: n
+@intrinsic
+def _row_total(typingctx, x, off, n, mark, like):
+    """The sum of the contiguous row x[off:off + n], widened to the type of ``like`` (a
+    compute-type scalar; ``mark``: x's 16-bit format, as :func:`_load`), in a fixed
+    order: the row read as terms of _ROW_VECTORS vectors of lanes, each block of _BLOCK
+    terms added in order from zero in vector registers, the blocks merged lane by lane
+    on a pairwise cascade (older + newer) held on the stack, the vectors then added
+    pairwise ((v0 + v1) + (v2 + v3)), each vector's halves added until one lane is left
+    (two for complex data, whose lanes alternate real and imaginary parts), and the
+    elements left over, summed on their own in order, added last.  Its error bound is
+    NumPy's pairwise one (16 terms in order, then pairs); it reduces the lanes once a
+    row, where chunks of 128 summed one by one reduced theirs and pushed a scalar each:
+    a sum over the rows of (512, 1024) float32 took 0.10 ms on one thread of Zen 1, 0.05
+    so (torch 0.06)."""
+    compute, storage = like, x.dtype
+    complex_sum = isinstance(compute, types.Complex)
+    parts = 2 if isinstance(storage, types.Complex) else 1  # real parts an element holds
+    part = compute.underlying_float if complex_sum else compute
+    if parts == 2 and not complex_sum:
+        return None
+    lanes = _VECTOR_BITS // part.bitwidth
+    width = _ROW_VECTORS * lanes  # real parts a term holds
+
+    def codegen(context, builder, sig, args):
+        arr, off, n, mark, _ = args
+        i64, i32 = ir.IntType(64), ir.IntType(32)
+        wide = context.get_value_type(part)
+        stored = _part_type(context, storage)
+        data = builder.bitcast(context.make_array(sig.args[0])(context, builder, arr).data,
+                               stored.as_pointer())
+        first = builder.mul(off, i64(parts))  # in real parts from here on
+        count = builder.mul(n, i64(parts))
+        vec = ir.VectorType(wide, lanes)
+
+        def load(index, k, code):  # k parts from part index, widened to the compute type
+            p = builder.bitcast(builder.gep(data, [index]), ir.VectorType(stored, k).as_pointer())
+            v = builder.load(p, align=stored.width // 8 if isinstance(stored, ir.IntType)
+                             else context.get_abi_sizeof(stored))
+            if code:
+                v = _widened(builder, v, code)
+            return v if v.type.element == wide else builder.fpext(v, ir.VectorType(wide, k))
+
+        result = cgutils.alloca_once(builder, context.get_value_type(compute))
+        stack = cgutils.alloca_once(builder, vec, size=i64(64 * _ROW_VECTORS))
+        depth, pushed = (cgutils.alloca_once(builder, i64) for _ in range(2))
+        accs = [cgutils.alloca_once(builder, vec) for _ in range(_ROW_VECTORS)]
+        cttz = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(i64, [i64, ir.IntType(1)]), "llvm.cttz.i64")
+
+        def slot(level, k):
+            return builder.gep(stack, [builder.add(builder.mul(level, i64(_ROW_VECTORS)),
+                                                   i64(k))])
+
+        def body(code):
+            terms = builder.sdiv(count, i64(width))
+            builder.store(i64(0), depth)
+            builder.store(i64(0), pushed)
+            blocks = builder.sdiv(builder.add(terms, i64(_BLOCK - 1)), i64(_BLOCK))
+            with cgutils.for_range(builder, blocks) as block:
+                t0 = builder.mul(block.index, i64(_BLOCK))
+                m = builder.sub(terms, t0)
+                m = builder.select(builder.icmp_signed("<", m, i64(_BLOCK)), m, i64(_BLOCK))
+                for acc in accs:
+                    builder.store(ir.Constant(vec, None), acc)
+                with cgutils.for_range(builder, m) as term:
+                    at = builder.add(first, builder.mul(builder.add(t0, term.index), i64(width)))
+                    for k, acc in enumerate(accs):
+                        v = load(builder.add(at, i64(k * lanes)), lanes, code)
+                        builder.store(builder.fadd(builder.load(acc), v), acc)
+                level = builder.load(depth)
+                for k, acc in enumerate(accs):
+                    builder.store(builder.load(acc), slot(level, k))
+                builder.store(builder.add(level, i64(1)), depth)
+                c = builder.add(builder.load(pushed), i64(1))
+                builder.store(c, pushed)
+                with cgutils.for_range(builder, builder.call(cttz, [c, ir.IntType(1)(1)])):
+                    newer = builder.sub(builder.load(depth), i64(1))
+                    older = builder.sub(newer, i64(1))
+                    for k in range(_ROW_VECTORS):
+                        builder.store(builder.fadd(builder.load(slot(older, k)),
+                                                   builder.load(slot(newer, k))),
+                                      slot(older, k))
+                    builder.store(newer, depth)
+            for acc in accs:  # the cascade folded: older + (... + newest)
+                builder.store(ir.Constant(vec, None), acc)
+            top = builder.sub(builder.load(depth), i64(1))
+            with builder.if_then(builder.icmp_signed(">=", top, i64(0))):
+                for k, acc in enumerate(accs):
+                    builder.store(builder.load(slot(top, k)), acc)
+                with cgutils.for_range(builder, top) as down:
+                    level = builder.sub(builder.sub(top, i64(1)), down.index)
+                    for k, acc in enumerate(accs):
+                        builder.store(builder.fadd(builder.load(slot(level, k)),
+                                                   builder.load(acc)), acc)
+            vs = [builder.load(acc) for acc in accs]
+            while len(vs) > 1:
+                vs = [builder.fadd(vs[i], vs[i + 1]) for i in range(0, len(vs), 2)]
+            v = vs[0]
+            while v.type.count > parts:
+                h = v.type.count // 2
+                v = builder.fadd(*(builder.shuffle_vector(
+                    v, v, ir.Constant(ir.VectorType(i32, h), list(range(s, s + h))))
+                    for s in (0, h)))
+            tail = cgutils.alloca_once_value(builder, ir.Constant(ir.VectorType(wide, parts),
+                                                                  None))
+            done = builder.mul(terms, i64(width))
+            left = builder.sdiv(builder.sub(count, done), i64(parts))
+            with cgutils.for_range(builder, left) as e:
+                at = builder.add(first, builder.add(done, builder.mul(e.index, i64(parts))))
+                builder.store(builder.fadd(builder.load(tail), load(at, parts, code)), tail)
+            v = builder.fadd(v, builder.load(tail))
+            if not complex_sum:
+                builder.store(builder.extract_element(v, i32(0)), result)
+                return
+            z = context.make_complex(builder, compute)
+            z.real = builder.extract_element(v, i32(0))
+            z.imag = builder.extract_element(v, i32(1)) if parts == 2 else ir.Constant(wide, 0)
+            builder.store(z._getvalue(), result)
+
+        if isinstance(storage, types.Integer):  # 16-bit bits: one loop for each format
+            with builder.if_else(builder.icmp_signed("==", mark, i64(1))) as (half, bfloat):
+                with half:
+                    body(1)
+                with bfloat:
+                    body(2)
+        else:
+            body(0)
+        return builder.load(result)
+
+    return compute(x, types.int64, types.int64, types.int64, like), codegen
 
 
-@njit(**{**_JIT, "fastmath": {"reassoc"}})
-def _sum_chunk(x, off, mark, buf):
-    """The sum of the chunk x[off:off + _long_chunk(x)] widened: a fixed trip count, which
-    LLVM unrolls into vector accumulators with no remainder loop.
-
-    A 16-bit chunk of 1024 goes into four float32 accumulators of 16 lanes, each lane
-    adding 16 elements as NumPy's pairwise leaves do, and pays for combining them and a
-    push on the cascade once per 1024 elements: 15% faster than chunks of 128 on a 4096^2
-    float16 sum, one thread.  Its float32 rounding stays far below a 16-bit result's."""
-    buf[0] = 0
-    r = buf[0]
-    for i in range(off, off + _long_chunk(x)):
-        r += _load(x[_U(i)], mark)
-    return r
-
-
-@njit(**_JIT)
-def _row_sum(x, off, n, mark, buf, stack, acc):
-    """The sum of the contiguous row x[off:off + n] widened, pairwise: chunks of
-    :func:`_sum_chunk` pushed on the cascade ``stack`` (levels, 1) of :func:`_push`."""
-    depth = count = 0
-    chunk = _long_chunk(x)
-    full = n - n % chunk
-    for c0 in range(0, full, chunk):  # whole chunks in a loop of their own (inlined)
-        acc[0] = _sum_chunk(x, off + c0, mark, buf)
-        depth, count = _push(stack, depth, count, acc, 1, 0)
-    if full < n:
-        acc[0] = _sum_run(x, off + full, n - full, 1, mark, buf)
-        depth, count = _push(stack, depth, count, acc, 1, 0)
-    _fold(stack, depth, acc, 1, 0, acc)
-    return acc[0]
-
-
-def _row_sums_kernel(free_shape, offs, strides, row_len, levels, tc, ta, codes, scal, out, c,
-                     a):
+def _row_sums_kernel(free_shape, offs, strides, row_len, tc, ta, codes, scal, out, c, a):
     """Sums of contiguous rows: each output reads its row from start to end (switching
     rows every few KB halves the read rate), threads share the outputs.  Arguments as
     :func:`_reduce_kernel`'s."""
@@ -1477,16 +1581,14 @@ def _row_sums_kernel(free_shape, offs, strides, row_len, levels, tc, ta, codes, 
         outer *= free_shape[ax]
     mark = ta[0]
     rows = outer * lanes
-    tasks = min(rows, _TASKS)
+    tasks = _task_count(rows, rows * row_len)
     for k in prange(tasks):  # a task's buffers serve all its rows
         base = np.empty(3, np.int64)
-        res, buf = np.empty(1, scal.dtype), np.empty(1, scal.dtype)
-        stack = np.empty((levels, 1), scal.dtype)
+        res = np.empty(1, scal.dtype)
         for u in range(k * rows // tasks, (k + 1) * rows // tasks):
             _offsets(u // lanes, free_shape, strides, nf - 1, offs, base)
             t = u % lanes
-            res[0] = _row_sum(a, base[2] + t * strides[2, nf - 1], row_len, mark, buf, stack,
-                              res)
+            res[0] = _row_total(a, base[2] + t * strides[2, nf - 1], row_len, mark, scal[0])
             _finish(res, 1, out, base[0] + t * strides[0, nf - 1], 0, c,
                     base[1] + t * strides[1, nf - 1], 0, tc, codes, scal)
 
@@ -2219,16 +2321,18 @@ def _reduce_call(out_layout, c_layout, a_layout, codes, compute, threads):
     sources = (0, 2 if codes[4] else 0, 1)  # out, c (out when unused), a
     marks = (_mark(c_layout[2]), _mark(a_layout[2]), _codes(*codes))
     if (codes[0] == 0 and codes[1] == _IDENTITY and row_stride == 1 and not walk_shape.size
-            and row_len >= _LONG_ROW and math.prod(out_layout[0]) >= _MIN_ROW_SUMS):
-        levels = _ceil_div(row_len, _CHUNK).bit_length() + 1  # the cascade's depth
+            and row_len * compute.itemsize >= _LONG_ROW
+            and math.prod(out_layout[0]) >= _MIN_ROW_SUMS):
         return _Call(_ROW_SUMS[threads == 1], free_shape, offs,
-                     (strides, row_len, levels, *marks), sources, 2, compute,
+                     (strides, row_len, *marks), sources, 2, compute,
                      _on_threads(f"each output's row of {row_len} summed whole", threads))
     nsplit = prep[9]
     parts = [f"lanes of {prep[4]} outputs side by side"]
     if row_len > 1:
-        parts.append(f"reduced rows of {row_len} (stride {row_stride}) in chunks of {_CHUNK}"
-                     " merged pairwise")
+        whole = (prep[4] == 1 and row_len > _CHUNK and row_stride == 1 and codes[0] == 0
+                 and codes[1] == _IDENTITY)  # as _reduce_lanes decides
+        parts.append(f"reduced rows of {row_len} (stride {row_stride}) "
+                     + ("summed whole" if whole else f"in chunks of {_CHUNK} merged pairwise"))
     if len(walk_shape):
         n = len(walk_shape)
         more = " more" if row_len > 1 else ""
