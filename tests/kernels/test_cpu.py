@@ -631,7 +631,7 @@ def test_reduce_long_contiguous_rows(dtypes, n):
     kw = dict(op=Reduce.SUM, alpha=-2, beta=0.5, c=c, unary_a=Unary.IDENTITY,
               unary_c=Unary.IDENTITY, compute=compute)
     reference.reduce(want, a, **kw)
-    assert cpu.reduce_call(out, a, **kw).kernel in cpu._ROW_SUMS
+    assert cpu.reduce_call(out, a, **kw).kernel in cpu._ROW_TOTALS
     cpu.reduce(out, a, **kw)
     assert_same(out, want, exact=False)
     wide = a.astype(np.complex128)
@@ -734,25 +734,39 @@ def test_strided_sums_split_rows_between_threads(n, h, w, threads):
     assert np.all(np.abs(out - exact) <= bound)
 
 
-def cascade_sum(terms, block=16):
-    """The sum over axis 0 of ``terms`` in the order of the strided-sums kernel: runs of
-    ``block`` added in order from zero, the runs merged on a pairwise cascade (older +
-    newer)."""
+def cascade_sum(terms, block=16, op=np.add, identity=0):
+    """The sum (or ``op``-reduction) over axis 0 of ``terms`` in the order of the
+    strided-sums kernel: runs of ``block`` combined in order from ``identity``, the runs
+    merged on a pairwise cascade (older op newer)."""
     stack = []
     for count, i0 in enumerate(range(0, len(terms), block), start=1):
-        run = np.zeros_like(terms[0])
+        run = np.full_like(terms[0], identity)
         for term in terms[i0:i0 + block]:
-            run = run + term
+            run = op(run, term)
         stack.append(run)
         k = count
         while k % 2 == 0:
             newer = stack.pop()
-            stack[-1] = stack[-1] + newer
+            stack[-1] = op(stack[-1], newer)
             k //= 2
     total = stack[-1]
     for older in reversed(stack[:-1]):
-        total = older + total
+        total = op(older, total)
     return total
+
+
+def extreme(op):
+    """min (Reduce.MIN) or max of two arrays as the kernels define them: NaN where either
+    is NaN, -0 below +0."""
+    def pick(u, v):
+        first = (u < v) | ((u == v) & np.signbit(u)) if op is Reduce.MIN else \
+            (u > v) | ((u == v) & ~np.signbit(u))
+        return np.where(np.isnan(u) | np.isnan(v), np.nan, np.where(first, u, v)).astype(u.dtype)
+    return pick
+
+
+ROW_OPS = {Reduce.SUM: (np.add, 0), Reduce.PRODUCT: (np.multiply, 1),
+           Reduce.MIN: (extreme(Reduce.MIN), np.inf), Reduce.MAX: (extreme(Reduce.MAX), -np.inf)}
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
@@ -794,10 +808,12 @@ def test_reduce_lanes_in_registers_keep_the_cascade_order(dtype, shape, cut):
     np.testing.assert_array_equal(out, cascade_sum(terms, cpu._RUN_BLOCK))
 
 
-def row_total_order(row, compute):
-    """The sum of ``row`` in the order of cpu._row_total: terms of _ROW_VECTORS vectors of
-    lanes (real parts) on a cascade of blocks, the vectors pairwise, each vector's halves
-    until one lane (two: real, imaginary) is left, the leftover elements added last."""
+def row_total_order(row, compute, op=Reduce.SUM):
+    """The op-reduction of ``row`` in the order of cpu._row_total: terms of _ROW_VECTORS
+    vectors of lanes (real parts) on a cascade of blocks, the vectors pairwise, each
+    vector's halves until one lane (two: real, imaginary) is left, the leftover elements
+    combined last."""
+    combine, identity = ROW_OPS[op]
     compute = np.dtype(compute)
     part = np.finfo(compute).dtype
     complex_row = row.dtype.kind == "c"
@@ -805,31 +821,37 @@ def row_total_order(row, compute):
     parts = 2 if complex_row else 1
     width = cpu._ROW_VECTORS * cpu._VECTOR_BITS // (8 * part.itemsize)
     terms = len(flat) // width
-    lanes = (cascade_sum(flat[:terms * width].reshape(terms, width), cpu._BLOCK) if terms
-             else np.zeros(width, part))
+    lanes = (cascade_sum(flat[:terms * width].reshape(terms, width), cpu._BLOCK, combine,
+                         identity) if terms else np.full(width, identity, part))
     vs = np.split(lanes, cpu._ROW_VECTORS)
     while len(vs) > 1:
-        vs = [vs[i] + vs[i + 1] for i in range(0, len(vs), 2)]
+        vs = [combine(vs[i], vs[i + 1]) for i in range(0, len(vs), 2)]
     v = vs[0]
     while len(v) > parts:
-        v = v[:len(v) // 2] + v[len(v) // 2:]
-    tail = np.zeros(parts, part)
+        v = combine(v[:len(v) // 2], v[len(v) // 2:])
+    tail = np.full(parts, identity, part)
     for at in range(terms * width, len(flat), parts):
-        tail = tail + flat[at:at + parts]
-    v = v + tail
+        tail = combine(tail, flat[at:at + parts])
+    v = combine(v, tail)
     return compute.type(complex(*v) if compute.kind == "c" else v[0])
 
 
-@pytest.mark.parametrize("dtype, compute", [(F32, F32), (F64, F64), (F16, F32), (BF16, F32),
-                                            (F32, F64), (C64, C64), (C128, C128), (F32, C64)])
-def test_row_totals_keep_their_order(dtype, compute):
-    """Contiguous rows summed whole (lanes in vector registers, blocks on a cascade, one
+REAL_ROWS = [(F32, F32), (F64, F64), (F16, F32), (BF16, F32), (F32, F64)]
+
+
+@pytest.mark.parametrize("dtype, compute, op", [
+    *((d, c, Reduce.SUM) for d, c in REAL_ROWS + [(C64, C64), (C128, C128), (F32, C64)]),
+    *((d, c, op) for d, c in REAL_ROWS for op in (Reduce.PRODUCT, Reduce.MIN, Reduce.MAX))])
+def test_row_totals_keep_their_order(dtype, compute, op):
+    """Contiguous rows reduced whole (lanes in vector registers, blocks on a cascade, one
     reduction of the lanes): bit for bit the order of :func:`row_total_order`, for rows
     shorter than a term, of whole and partial blocks and of cascades several levels deep
-    (each a different order of terms of many magnitudes), at an offset."""
+    (sums of terms of many magnitudes, products of terms near 1), at an offset; min and
+    max see signed zeros and infinities everywhere and a NaN in some rows."""
     import numba
 
-    total = numba.njit(lambda x, off, n, mark, like: cpu._row_total(x, off, n, mark, like))
+    total = numba.njit(lambda x, off, n, mark, like, op: cpu._row_reduce(x, off, n, mark,
+                                                                          like, op))
     part = np.finfo(np.dtype(compute)).dtype
     width = cpu._ROW_VECTORS * cpu._VECTOR_BITS // (8 * part.itemsize)
     width //= 2 if dtype.kind == "c" else 1  # elements a term holds
@@ -837,10 +859,21 @@ def test_row_totals_keep_their_order(dtype, compute):
     rng = np.random.default_rng(width)
     for n in (0, 1, width - 1, width, width + 3, block, block + width, 3 * block + 5,
               13 * block + 2 * width + 7):
-        row = (values(rng, n + 3, dtype) * np.exp(rng.uniform(-8, 8, n + 3))).astype(dtype)
+        if op is Reduce.SUM:
+            row = values(rng, n + 3, dtype) * np.exp(rng.uniform(-8, 8, n + 3))
+        elif op is Reduce.PRODUCT:
+            row = 1 + rng.uniform(-0.01, 0.01, n + 3)
+        else:
+            row = values(rng, n + 3, F64)
+            row[rng.integers(0, n + 3, 4)] = [0.0, -0.0, np.inf, -np.inf]
+            if n % 2:
+                row[rng.integers(3, n + 3)] = np.nan
+        row = row.astype(dtype)
         bits = row.view(np.uint16) if dtype.itemsize == 2 else row
-        got = total(bits, 3, n, cpu._FORMATS.get(dtype, 0), compute.type(0))
-        assert compute.type(got).tobytes() == row_total_order(row[3:], compute).tobytes(), n
+        got = total(bits, 3, n, cpu._FORMATS.get(dtype, 0), compute.type(0), cpu._OPS[op])
+        want = row_total_order(row[3:], compute, op)
+        both_nan = np.isnan(got) and np.isnan(want)  # NaN payloads may differ
+        assert both_nan or compute.type(got).tobytes() == want.tobytes(), n
 
 
 def test_strided_sums_decline_what_they_do_not_serve():

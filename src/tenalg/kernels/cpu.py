@@ -98,7 +98,7 @@ _LANES = 4096  # outputs reduced side by side when the innermost axis is free (l
 # walk step: 1 KB runs made a sum over axis 0 of a 4096^2 f32 matrix 2x slower than NumPy)
 _ROW_BLOCK = 1 << 14  # elements read per step (lanes x row) when the innermost axis is reduced
 # sums of contiguous rows of at least this many bytes (in the compute type), into at least so
-# many outputs, read each row to its end in a kernel of their own (_row_sums_kernel; rows of
+# many outputs, read each row to its end in a kernel of their own (_row_totals_kernel; rows of
 # 256 float32 on Zen 1: 0.26 against 0.46 ms for 4096 of them in lanes; 64 float64: 0.33
 # against 0.20)
 _LONG_ROW, _MIN_ROW_SUMS = 1 << 10, 16
@@ -350,6 +350,54 @@ def _negative(x):
     return math.copysign(1.0, x.real) < 0
 
 
+def _ieee_extremum(builder, name, x, y):
+    """Codegen: LLVM's ``llvm.<name>`` (minimum, maximum) of floats or float vectors x
+    and y: NaN if either is NaN, -0 below +0, branch-free (loops over it vectorise)."""
+    t = x.type
+    vector = isinstance(t, ir.VectorType)
+    kind = "f32" if isinstance(t.element if vector else t, ir.FloatType) else "f64"
+    kind = f"v{t.count}{kind}" if vector else kind
+    f = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t, t]),
+                                       f"llvm.{name}.{kind}")
+    return builder.call(f, [x, y])
+
+
+def _extremum_of(name):
+    """The intrinsic f(x, y) of :func:`_ieee_extremum` for two floats of one type."""
+    @intrinsic
+    def extremum(typingctx, x, y):
+        if not (isinstance(x, types.Float) and x == y):
+            return None
+        return x(x, y), lambda context, builder, sig, args: _ieee_extremum(builder, name, *args)
+
+    return extremum
+
+
+_minimum, _maximum = _extremum_of("minimum"), _extremum_of("maximum")
+
+
+def _extreme(op, x, y):
+    """min (op 2) or max (else) of x and y: NaN if either is NaN, -0 below +0 (complex
+    numbers by their real parts)."""
+
+
+@overload(_extreme, jit_options=_JIT)
+def _extreme_impl(op, x, y):
+    if isinstance(x, types.Float):  # one branch-free instruction sequence: loops vectorise
+        return lambda op, x, y: _minimum(x, y) if op == 2 else _maximum(x, y)
+
+    def impl(op, x, y):
+        if x != x:
+            return x
+        if y != y:
+            return y
+        if op == 2:
+            return y if (y.real < x.real or (y == x and _negative(y))) else x
+        return y if (y.real > x.real or (y == x and not _negative(y))) else x
+
+    return impl
+
+
 @njit(**_JIT)
 def _combine(op, x, y):
     """add, mul, min, max (codes 0..3); min/max propagate NaN and order -0 below +0."""
@@ -357,13 +405,7 @@ def _combine(op, x, y):
         return x + y
     if op == 1:
         return x * y
-    if x != x:
-        return x
-    if y != y:
-        return y
-    if op == 2:
-        return y if (y.real < x.real or (y == x and _negative(y))) else x
-    return y if (y.real > x.real or (y == x and not _negative(y))) else x
+    return _extreme(op, x, y)
 
 
 @njit(**_JIT)
@@ -1254,10 +1296,10 @@ def _lanes_work(lane_w, row_len, walk_dims, levels, dtype):
 
 
 @njit(**_JIT)
-def _sum_row_pieces(res, a, a_off, row_len, ta, walk_shape, walk_strides, s0, s1, work):
-    """res[0] = the sum of steps s0..s1 of one output's contiguous rows, longer than a
-    chunk (as :func:`_reduce_lanes`; shorter ones would push more often than the
-    cascade's levels allow): each row's piece among them summed by :func:`_row_total`,
+def _row_pieces(res, op, a, a_off, row_len, ta, walk_shape, walk_strides, s0, s1, work):
+    """res[0] = the op-reduction of steps s0..s1 of one output's contiguous rows, longer
+    than a chunk (as :func:`_reduce_lanes`; shorter ones would push more often than the
+    cascade's levels allow): each row's piece among them reduced by :func:`_row_reduce`,
     the pieces merged on a cascade.  Chunk by
     chunk, with the lanes' general bookkeeping, a sum of all of a (512, 512, 64) float32
     array took 9.5 ms on one thread of Zen 1 and 5.3 on two; 4.8 and 3.2 ms so (NumPy
@@ -1270,12 +1312,12 @@ def _sum_row_pieces(res, a, a_off, row_len, ta, walk_shape, walk_strides, s0, s1
     while s < s1:
         ch = s % chunks
         run = min(s1 - s, chunks - ch)
-        acc[0] = _row_total(a, off + ch * _CHUNK, min(run * _CHUNK, row_len - ch * _CHUNK),
-                            ta[0], acc[0])
-        depth, count = _push(stack, depth, count, acc, 1, 0)
+        acc[0] = _row_reduce(a, off + ch * _CHUNK, min(run * _CHUNK, row_len - ch * _CHUNK),
+                             ta[0], acc[0], op)
+        depth, count = _push(stack, depth, count, acc, 1, op)
         s += run  # the row's end, or the last step
         off = _advance(idx, walk_shape, walk_strides, off, 1)
-    _fold(stack, depth, acc, 1, 0, res)
+    _fold(stack, depth, acc, 1, op, res)
 
 
 @njit(**_JIT)
@@ -1294,8 +1336,9 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
     nw = walk_shape.shape[0]
     idx, acc, buf, stack, acc8 = work
     acc[:w] = ident
-    if row_len > _CHUNK and w == 1 and op == 0 and code == _IDENTITY and row_stride == 1:
-        _sum_row_pieces(res, a, a_off, row_len, ta, walk_shape, walk_strides, s0, s1, work)
+    if (row_len > _CHUNK and w == 1 and (op == 0 or _real(acc)) and code == _IDENTITY
+            and row_stride == 1):  # as _row_ops
+        _row_pieces(res, op, a, a_off, row_len, ta, walk_shape, walk_strides, s0, s1, work)
         return
     if row_len > 1:  # step by step, every lane's chunk of the row (reads stay local)
         chunks = (row_len + _CHUNK - 1) // _CHUNK
@@ -1438,31 +1481,36 @@ def _part_type(context, t):
     return ir.IntType(16) if isinstance(t, types.Integer) else context.get_value_type(t)
 
 
-@intrinsic
-def _row_total(typingctx, x, off, n, mark, like):
-    """The sum of the contiguous row x[off:off + n], widened to the type of ``like`` (a
-    compute-type scalar; ``mark``: x's 16-bit format, as :func:`_load`), in a fixed
-    order: the row read as terms of _ROW_VECTORS vectors of lanes, each block of _BLOCK
-    terms added in order from zero in vector registers, the blocks merged lane by lane
-    on a pairwise cascade (older + newer) held on the stack, the vectors then added
-    pairwise ((v0 + v1) + (v2 + v3)), each vector's halves added until one lane is left
-    (two for complex data, whose lanes alternate real and imaginary parts), and the
-    elements left over, summed on their own in order, added last.  Its error bound is
-    NumPy's pairwise one (16 terms in order, then pairs); it reduces the lanes once a
-    row, where chunks of 128 summed one by one reduced theirs and pushed a scalar each:
-    a sum over the rows of (512, 1024) float32 took 0.10 ms on one thread of Zen 1, 0.05
-    so (torch 0.06)."""
+@intrinsic(prefer_literal=True)
+def _row_total(typingctx, x, off, n, mark, like, op):
+    """The op-reduction (``op`` a literal: 0 sum, 1 product, 2 min, 3 max as
+    :func:`_combine`) of the contiguous row x[off:off + n], widened to the type of
+    ``like`` (a compute-type scalar; ``mark``: x's 16-bit format, as :func:`_load`), in a
+    fixed order: the row read as terms of _ROW_VECTORS vectors of lanes, each block of
+    _BLOCK terms combined in order from op's identity in vector registers, the blocks
+    merged lane by lane on a pairwise cascade (older op newer) held on the stack, the
+    vectors then combined pairwise ((v0 op v1) op (v2 op v3)), each vector's halves until
+    one lane is left (two for complex sums, whose lanes alternate real and imaginary
+    parts), and the elements left over, combined on their own in order, last.  A sum's
+    error bound is NumPy's pairwise one (16 terms in order, then pairs); it reduces the
+    lanes once a row, where chunks of 128 summed one by one reduced theirs and pushed a
+    scalar each: a sum over the rows of (512, 1024) float32 took 0.10 ms on one thread of
+    Zen 1, 0.05 so (torch 0.06).  Complex data are summed only (their product, min and max
+    are not lane by lane)."""
+    if not isinstance(op, types.IntegerLiteral):
+        return None
+    code_op = op.literal_value
     compute, storage = like, x.dtype
     complex_sum = isinstance(compute, types.Complex)
     parts = 2 if isinstance(storage, types.Complex) else 1  # real parts an element holds
     part = compute.underlying_float if complex_sum else compute
-    if parts == 2 and not complex_sum:
+    if (parts == 2 and not complex_sum) or (complex_sum and code_op):
         return None
     lanes = _VECTOR_BITS // part.bitwidth
     width = _ROW_VECTORS * lanes  # real parts a term holds
 
     def codegen(context, builder, sig, args):
-        arr, off, n, mark, _ = args
+        arr, off, n, mark, _, _ = args
         i64, i32 = ir.IntType(64), ir.IntType(32)
         wide = context.get_value_type(part)
         stored = _part_type(context, storage)
@@ -1471,6 +1519,14 @@ def _row_total(typingctx, x, off, n, mark, like):
         first = builder.mul(off, i64(parts))  # in real parts from here on
         count = builder.mul(n, i64(parts))
         vec = ir.VectorType(wide, lanes)
+
+        def identity(k):
+            return ir.Constant(ir.VectorType(wide, k), [_IDENTITY_VALUE[code_op]] * k)
+
+        def combine(u, v):
+            if code_op < 2:
+                return (builder.fmul if code_op else builder.fadd)(u, v)
+            return _ieee_extremum(builder, "minimum" if code_op == 2 else "maximum", u, v)
 
         def load(index, k, code):  # k parts from part index, widened to the compute type
             p = builder.bitcast(builder.gep(data, [index]), ir.VectorType(stored, k).as_pointer())
@@ -1501,12 +1557,12 @@ def _row_total(typingctx, x, off, n, mark, like):
                 m = builder.sub(terms, t0)
                 m = builder.select(builder.icmp_signed("<", m, i64(_BLOCK)), m, i64(_BLOCK))
                 for acc in accs:
-                    builder.store(ir.Constant(vec, None), acc)
+                    builder.store(identity(lanes), acc)
                 with cgutils.for_range(builder, m) as term:
                     at = builder.add(first, builder.mul(builder.add(t0, term.index), i64(width)))
                     for k, acc in enumerate(accs):
                         v = load(builder.add(at, i64(k * lanes)), lanes, code)
-                        builder.store(builder.fadd(builder.load(acc), v), acc)
+                        builder.store(combine(builder.load(acc), v), acc)
                 level = builder.load(depth)
                 for k, acc in enumerate(accs):
                     builder.store(builder.load(acc), slot(level, k))
@@ -1517,12 +1573,11 @@ def _row_total(typingctx, x, off, n, mark, like):
                     newer = builder.sub(builder.load(depth), i64(1))
                     older = builder.sub(newer, i64(1))
                     for k in range(_ROW_VECTORS):
-                        builder.store(builder.fadd(builder.load(slot(older, k)),
-                                                   builder.load(slot(newer, k))),
-                                      slot(older, k))
+                        builder.store(combine(builder.load(slot(older, k)),
+                                              builder.load(slot(newer, k))), slot(older, k))
                     builder.store(newer, depth)
-            for acc in accs:  # the cascade folded: older + (... + newest)
-                builder.store(ir.Constant(vec, None), acc)
+            for acc in accs:  # the cascade folded: older op (... op newest)
+                builder.store(identity(lanes), acc)
             top = builder.sub(builder.load(depth), i64(1))
             with builder.if_then(builder.icmp_signed(">=", top, i64(0))):
                 for k, acc in enumerate(accs):
@@ -1530,25 +1585,24 @@ def _row_total(typingctx, x, off, n, mark, like):
                 with cgutils.for_range(builder, top) as down:
                     level = builder.sub(builder.sub(top, i64(1)), down.index)
                     for k, acc in enumerate(accs):
-                        builder.store(builder.fadd(builder.load(slot(level, k)),
-                                                   builder.load(acc)), acc)
+                        builder.store(combine(builder.load(slot(level, k)), builder.load(acc)),
+                                      acc)
             vs = [builder.load(acc) for acc in accs]
             while len(vs) > 1:
-                vs = [builder.fadd(vs[i], vs[i + 1]) for i in range(0, len(vs), 2)]
+                vs = [combine(vs[i], vs[i + 1]) for i in range(0, len(vs), 2)]
             v = vs[0]
             while v.type.count > parts:
                 h = v.type.count // 2
-                v = builder.fadd(*(builder.shuffle_vector(
+                v = combine(*(builder.shuffle_vector(
                     v, v, ir.Constant(ir.VectorType(i32, h), list(range(s, s + h))))
                     for s in (0, h)))
-            tail = cgutils.alloca_once_value(builder, ir.Constant(ir.VectorType(wide, parts),
-                                                                  None))
+            tail = cgutils.alloca_once_value(builder, identity(parts))
             done = builder.mul(terms, i64(width))
             left = builder.sdiv(builder.sub(count, done), i64(parts))
             with cgutils.for_range(builder, left) as e:
                 at = builder.add(first, builder.add(done, builder.mul(e.index, i64(parts))))
-                builder.store(builder.fadd(builder.load(tail), load(at, parts, code)), tail)
-            v = builder.fadd(v, builder.load(tail))
+                builder.store(combine(builder.load(tail), load(at, parts, code)), tail)
+            v = combine(v, builder.load(tail))
             if not complex_sum:
                 builder.store(builder.extract_element(v, i32(0)), result)
                 return
@@ -1567,13 +1621,50 @@ def _row_total(typingctx, x, off, n, mark, like):
             body(0)
         return builder.load(result)
 
-    return compute(x, types.int64, types.int64, types.int64, like), codegen
+    return compute(x, types.int64, types.int64, types.int64, like, op), codegen
 
 
-def _row_sums_kernel(free_shape, offs, strides, row_len, tc, ta, codes, scal, out, c, a):
-    """Sums of contiguous rows: each output reads its row from start to end (switching
-    rows every few KB halves the read rate), threads share the outputs.  Arguments as
-    :func:`_reduce_kernel`'s."""
+def _row_reduce(x, off, n, mark, like, op):
+    """:func:`_row_total` for op a run-time code: a sum of complex data, any op of real."""
+
+
+@overload(_row_reduce, jit_options=_JIT)
+def _row_reduce_impl(x, off, n, mark, like, op):
+    if isinstance(like, types.Complex):  # callers sum complex rows only
+        return lambda x, off, n, mark, like, op: _row_total(x, off, n, mark, like, 0)
+
+    def impl(x, off, n, mark, like, op):
+        if op == 0:
+            return _row_total(x, off, n, mark, like, 0)
+        if op == 1:
+            return _row_total(x, off, n, mark, like, 1)
+        if op == 2:
+            return _row_total(x, off, n, mark, like, 2)
+        return _row_total(x, off, n, mark, like, 3)
+
+    return impl
+
+
+def _real(x):
+    """Whether array x holds real floats (decided when compiling)."""
+
+
+@overload(_real, jit_options=_JIT)
+def _real_impl(x):
+    real = isinstance(x.dtype, types.Float)
+    return lambda x: real
+
+
+def _row_ops(op, compute):
+    """Whether :func:`_row_reduce` serves ``op`` (a code) in ``compute``: sums, and every
+    op of real data."""
+    return op == 0 or np.dtype(compute).kind == "f"
+
+
+def _row_totals_kernel(free_shape, offs, strides, row_len, tc, ta, codes, scal, out, c, a):
+    """Reductions of contiguous rows (:func:`_row_ops`): each output reads its row from
+    start to end (switching rows every few KB halves the read rate), threads share the
+    outputs.  Arguments as :func:`_reduce_kernel`'s."""
     nf = free_shape.shape[0]
     lanes = free_shape[nf - 1]
     outer = 1
@@ -1588,12 +1679,13 @@ def _row_sums_kernel(free_shape, offs, strides, row_len, tc, ta, codes, scal, ou
         for u in range(k * rows // tasks, (k + 1) * rows // tasks):
             _offsets(u // lanes, free_shape, strides, nf - 1, offs, base)
             t = u % lanes
-            res[0] = _row_total(a, base[2] + t * strides[2, nf - 1], row_len, mark, scal[0])
+            res[0] = _row_reduce(a, base[2] + t * strides[2, nf - 1], row_len, mark, scal[0],
+                                 codes[0])
             _finish(res, 1, out, base[0] + t * strides[0, nf - 1], 0, c,
                     base[1] + t * strides[1, nf - 1], 0, tc, codes, scal)
 
 
-_ROW_SUMS = _twins(_row_sums_kernel)
+_ROW_TOTALS = _twins(_row_totals_kernel)
 
 
 def _line_lanes(x):
@@ -2320,19 +2412,20 @@ def _reduce_call(out_layout, c_layout, a_layout, codes, compute, threads):
     free_shape, offs, strides, lanes, _, row_len, row_stride, walk_shape, *_ = prep
     sources = (0, 2 if codes[4] else 0, 1)  # out, c (out when unused), a
     marks = (_mark(c_layout[2]), _mark(a_layout[2]), _codes(*codes))
-    if (codes[0] == 0 and codes[1] == _IDENTITY and row_stride == 1 and not walk_shape.size
-            and row_len * compute.itemsize >= _LONG_ROW
+    whole = "summed whole" if codes[0] == 0 else "reduced whole"
+    if (_row_ops(codes[0], compute) and codes[1] == _IDENTITY and row_stride == 1
+            and not walk_shape.size and row_len * compute.itemsize >= _LONG_ROW
             and math.prod(out_layout[0]) >= _MIN_ROW_SUMS):
-        return _Call(_ROW_SUMS[threads == 1], free_shape, offs,
+        return _Call(_ROW_TOTALS[threads == 1], free_shape, offs,
                      (strides, row_len, *marks), sources, 2, compute,
-                     _on_threads(f"each output's row of {row_len} summed whole", threads))
+                     _on_threads(f"each output's row of {row_len} {whole}", threads))
     nsplit = prep[9]
     parts = [f"lanes of {prep[4]} outputs side by side"]
     if row_len > 1:
-        whole = (prep[4] == 1 and row_len > _CHUNK and row_stride == 1 and codes[0] == 0
-                 and codes[1] == _IDENTITY)  # as _reduce_lanes decides
+        pieces = (prep[4] == 1 and row_len > _CHUNK and row_stride == 1
+                  and _row_ops(codes[0], compute) and codes[1] == _IDENTITY)  # _reduce_lanes'
         parts.append(f"reduced rows of {row_len} (stride {row_stride}) "
-                     + ("summed whole" if whole else f"in chunks of {_CHUNK} merged pairwise"))
+                     + (whole if pieces else f"in chunks of {_CHUNK} merged pairwise"))
     if len(walk_shape):
         n = len(walk_shape)
         more = " more" if row_len > 1 else ""
