@@ -383,8 +383,11 @@ def _extreme(op, x, y):
 
 @overload(_extreme, jit_options=_JIT)
 def _extreme_impl(op, x, y):
-    if isinstance(x, types.Float):  # one branch-free instruction sequence: loops vectorise
-        return lambda op, x, y: _minimum(x, y) if op == 2 else _maximum(x, y)
+    if isinstance(x, types.Float) and isinstance(y, types.Float):  # branch-free: loops
+        if y.bitwidth > x.bitwidth:                                  # over it vectorise
+            return lambda op, x, y: _extreme(op, _like(x, y), y)
+        return lambda op, x, y: (_minimum(x, _like(y, x)) if op == 2
+                                 else _maximum(x, _like(y, x)))
 
     def impl(op, x, y):
         if x != x:
@@ -1234,11 +1237,11 @@ def _add_run(acc, w, op, a, off, step, lane_stride, n, ta, code, buf, fresh):
         return
     if fresh:
         acc[:w] = _IDENTITY_VALUE[op]
-    if op == 0 and code == _IDENTITY and lane_stride == 1:  # tight: many loads in flight
+    if code == _IDENTITY and lane_stride == 1:  # tight: many loads in flight
         for i in range(n):
             o = off + i * step
             for t in range(w):
-                acc[t] += _load(a[_U(o + t)], ta)
+                acc[t] = _combine(op, acc[t], _load(a[_U(o + t)], ta))
     else:
         for i in range(n):
             _load_row(buf, w, a, off + i * step, lane_stride, ta, code, False, acc[0])
