@@ -16,6 +16,7 @@ from .descriptors import Operand, TensorDescriptor, Unary
 from .dtypes import real_type, result_type, storage_type
 from .einsum import einsum
 from .errors import DescriptorError, OperationError
+from .kernels import cpu
 from .operations import Operation
 from .plan import Plan
 from .views import diagonal, diagonals, normalize_axis
@@ -329,9 +330,11 @@ def norm(a):
     """
     a = _array(a, "a")
     dtype = real_type(storage_type(a.dtype, "a"))
-    wide = a if a.dtype in (np.float64, np.complex128) else _scaled64(a, 0)  # exact
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # then scaled
-        total = inner_product_host(wide, wide).real
+    total = None if a.dtype == np.float64 else cpu.sum_of_squares(a)  # no float64 copy
+    if total is None:
+        wide = a if a.dtype in (np.float64, np.complex128) else _scaled64(a, 0)  # exact
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # then scaled
+            total = inner_product_host(wide, wide).real
     if _NO_LOST_SQUARES <= total < math.inf:  # nothing overflowed, nothing that counts lost
         return np.asarray(math.sqrt(total), dtype)
     parts = (a.real, a.imag) if np.iscomplexobj(a) else (a,)

@@ -171,11 +171,14 @@ def test_norm_scales_huge_and_tiny_values():
     assert huge == pytest.approx(2 ** 0.5 * 5e200, rel=1e-14, abs=0)
     assert np.isnan(ta.norm_host(np.array([np.inf, np.nan])))
     rng = np.random.default_rng(5)
-    for dtype in (np.float64, np.float32, np.complex128, np.complex64):
+    for dtype in (np.float64, np.float32, np.float16, ta.bfloat16, np.complex128,
+                  np.complex64):
         x = (rng.standard_normal((300, 7)) * (1 + 1j if dtype in COMPLEX else 1)).astype(dtype)
-        exact = np.linalg.norm(x.astype(np.complex128).ravel())  # rounded to x's precision:
-        rel = 1e-13 if x.real.dtype == np.float64 else 1e-7
-        assert ta.norm_host(x) == pytest.approx(exact, rel=rel, abs=0)
+        for view in (x, x.T, x[:, ::2]):  # contiguous (a kernel of squares) or not (a copy)
+            exact = np.linalg.norm(view.astype(np.complex128).ravel())  # rounded to x's
+            rel = 1e-13 if dtype in (np.float64, np.complex128) else float(  # precision
+                np.finfo(ta.norm(view).dtype).eps)
+            assert ta.norm_host(view) == pytest.approx(exact, rel=rel, abs=0)
     f = np.full(4, 1.5e38, np.float32)  # the squares overflow float32, the norm does not
     assert float(ta.norm(f)) == pytest.approx(3e38, rel=1e-6) and ta.norm(f).dtype == np.float32
     z = np.array([3 + 4j, 0], np.complex64)

@@ -876,6 +876,25 @@ def test_row_totals_keep_their_order(dtype, compute, op):
         assert both_nan or compute.type(got).tobytes() == want.tobytes(), n
 
 
+@pytest.mark.parametrize("dtype", [F32, F64, F16, BF16])
+def test_sum_of_squares_in_the_row_order(dtype):
+    """Contiguous real arrays (either order): one thread adds the exact float64 squares in
+    the order of :func:`row_total_order`; threads add pieces of it, exactly rounded
+    together; anything else is declined."""
+    rng = np.random.default_rng(7)
+    x = (values(rng, (37, 301), F64) * np.exp(rng.uniform(-5, 5, (37, 301)))).astype(dtype)
+    squares = x.astype(F64).ravel() ** 2
+    with cpu.one_thread():
+        assert cpu.sum_of_squares(x) == row_total_order(squares, F64)
+        assert cpu.sum_of_squares(np.asfortranarray(x)) == row_total_order(
+            x.astype(F64).ravel(order="F") ** 2, F64)
+    big = np.tile(x, (60, 1))  # past the threshold of threads
+    assert cpu._threads(big.size) > 1 or cpu.thread_count() == 1
+    assert cpu.sum_of_squares(big) == pytest.approx(math.fsum(np.tile(squares, 60)), rel=1e-14)
+    assert cpu.sum_of_squares(x[:, ::2]) is None
+    assert cpu.sum_of_squares(x.astype(C64)) is None
+
+
 def test_strided_sums_decline_what_they_do_not_serve():
     assert cpu.strided_sums(F64, 100, 4097, []) is None  # too few terms
     assert cpu.strided_sums(F64, 3000, 3001, []) is None  # one sum below 4096 lines

@@ -1475,6 +1475,7 @@ _REDUCE = _twins(_reduce_kernel)
 
 
 _ROW_VECTORS = 4  # vector registers of lanes that a contiguous row's sum adds side by side
+_SQUARES = 4  # the op code of a sum of squares (of _row_total only)
 
 
 def _part_type(context, t):
@@ -1487,7 +1488,8 @@ def _part_type(context, t):
 @intrinsic(prefer_literal=True)
 def _row_total(typingctx, x, off, n, mark, like, op):
     """The op-reduction (``op`` a literal: 0 sum, 1 product, 2 min, 3 max as
-    :func:`_combine`) of the contiguous row x[off:off + n], widened to the type of
+    :func:`_combine`, _SQUARES the sum of squares of real data) of the contiguous row
+    x[off:off + n], widened to the type of
     ``like`` (a compute-type scalar; ``mark``: x's 16-bit format, as :func:`_load`), in a
     fixed order: the row read as terms of _ROW_VECTORS vectors of lanes, each block of
     _BLOCK terms combined in order from op's identity in vector registers, the blocks
@@ -1502,12 +1504,12 @@ def _row_total(typingctx, x, off, n, mark, like, op):
     are not lane by lane)."""
     if not isinstance(op, types.IntegerLiteral):
         return None
-    code_op = op.literal_value
+    code_op, squares = op.literal_value % _SQUARES, op.literal_value == _SQUARES
     compute, storage = like, x.dtype
     complex_sum = isinstance(compute, types.Complex)
     parts = 2 if isinstance(storage, types.Complex) else 1  # real parts an element holds
     part = compute.underlying_float if complex_sum else compute
-    if (parts == 2 and not complex_sum) or (complex_sum and code_op):
+    if (parts == 2 and not complex_sum) or (complex_sum and (code_op or squares)):
         return None
     lanes = _VECTOR_BITS // part.bitwidth
     width = _ROW_VECTORS * lanes  # real parts a term holds
@@ -1537,7 +1539,8 @@ def _row_total(typingctx, x, off, n, mark, like, op):
                              else context.get_abi_sizeof(stored))
             if code:
                 v = _widened(builder, v, code)
-            return v if v.type.element == wide else builder.fpext(v, ir.VectorType(wide, k))
+            v = v if v.type.element == wide else builder.fpext(v, ir.VectorType(wide, k))
+            return builder.fmul(v, v) if squares else v
 
         result = cgutils.alloca_once(builder, context.get_value_type(compute))
         stack = cgutils.alloca_once(builder, vec, size=i64(64 * _ROW_VECTORS))
@@ -1689,6 +1692,37 @@ def _row_totals_kernel(free_shape, offs, strides, row_len, tc, ta, codes, scal, 
 
 
 _ROW_TOTALS = _twins(_row_totals_kernel)
+
+
+def _squares_kernel(x, mark, parts):
+    """parts[k] = the float64 sum of squares of the k-th of len(parts) equal pieces of x."""
+    pieces, n = parts.shape[0], x.shape[0]
+    for k in prange(pieces):
+        lo = k * n // pieces
+        parts[k] = _row_total(x, lo, (k + 1) * n // pieces - lo, mark, np.float64(0), _SQUARES)
+
+
+_SQUARE_SUMS = _twins(_squares_kernel)
+
+
+def sum_of_squares(a):
+    """The float64 sum of the squares of a contiguous real array's elements (each square
+    exact for 32- and 16-bit data), in the order of :func:`_row_total` (pieces of it on
+    threads, added exactly), or None where ``a`` is not such an array: no float64 copy,
+    where one cost a float32 norm 20x NumPy's time.
+
+    >>> sum_of_squares(np.array([3.0, 4.0], np.float32))
+    25.0
+    """
+    if not (a.dtype in _REAL_SUMS or a.dtype in _FORMATS) or not (
+            a.flags.c_contiguous or a.flags.f_contiguous):
+        return None
+    flat = a.reshape(-1, order="A")
+    threads = _threads(flat.size)
+    parts = np.empty(2 * threads if threads > 1 else 1)
+    bits = flat.view(np.uint16) if a.dtype.itemsize == 2 else flat
+    _SQUARE_SUMS[threads == 1](bits, _FORMATS.get(a.dtype, 0), parts)
+    return math.fsum(parts) if threads > 1 else float(parts[0])
 
 
 def _line_lanes(x):
