@@ -97,11 +97,11 @@ _RUN_BLOCK = 64
 _LANES = 4096  # outputs reduced side by side when the innermost axis is free (long runs per
 # walk step: 1 KB runs made a sum over axis 0 of a 4096^2 f32 matrix 2x slower than NumPy)
 _ROW_BLOCK = 1 << 14  # elements read per step (lanes x row) when the innermost axis is reduced
-# sums of contiguous rows of at least this many bytes (in the compute type), into at least so
-# many outputs, read each row to its end in a kernel of their own (_row_totals_kernel; rows of
-# 256 float32 on Zen 1: 0.26 against 0.46 ms for 4096 of them in lanes; 64 float64: 0.33
-# against 0.20)
-_LONG_ROW, _MIN_ROW_SUMS = 1 << 10, 16
+# reductions of contiguous rows of at least this many bytes (in the compute type), into at
+# least so many outputs, read each row to its end in a kernel of their own
+# (_row_totals_kernel; rows of 256 float32 on Zen 1: 0.26 against 0.46 ms for 4096 of them
+# in lanes; 64 float64: 0.33 against 0.20)
+_LONG_ROW, _MIN_ROW_TOTALS = 1 << 10, 16
 # sums over a diagonal whose terms lie a cache line or more apart wait on memory: from this
 # many terms, threads loading side by side beat NumPy's one loop (at most so many sums)
 _MIN_STRIDED, _MAX_STRIDED_SUMS, _LINE = 1 << 10, 1 << 12, 64
@@ -1519,8 +1519,6 @@ def _row_total(typingctx, x, off, n, mark, like, op):
         i64, i32 = ir.IntType(64), ir.IntType(32)
         wide = context.get_value_type(part)
         stored = _part_type(context, storage)
-        data = builder.bitcast(context.make_array(sig.args[0])(context, builder, arr).data,
-                               stored.as_pointer())
         first = builder.mul(off, i64(parts))  # in real parts from here on
         count = builder.mul(n, i64(parts))
         vec = ir.VectorType(wide, lanes)
@@ -1534,7 +1532,7 @@ def _row_total(typingctx, x, off, n, mark, like, op):
             return _ieee_extremum(builder, "minimum" if code_op == 2 else "maximum", u, v)
 
         def load(index, k, code):  # k parts from part index, widened to the compute type
-            p = builder.bitcast(builder.gep(data, [index]), ir.VectorType(stored, k).as_pointer())
+            p = _vector_at(context, builder, sig.args[0], arr, index, ir.VectorType(stored, k))
             v = builder.load(p, align=stored.width // 8 if isinstance(stored, ir.IntType)
                              else context.get_abi_sizeof(stored))
             if code:
@@ -1706,22 +1704,20 @@ _SQUARE_SUMS = _twins(_squares_kernel)
 
 
 def sum_of_squares(a):
-    """The float64 sum of the squares of a contiguous real array's elements (each square
-    exact for 32- and 16-bit data), in the order of :func:`_row_total` (pieces of it on
-    threads, added exactly), or None where ``a`` is not such an array: no float64 copy,
+    """The float64 sum of the squares of the elements of a real array that fills its memory
+    (in any order of axes; each square exact for 32- and 16-bit data), in memory order as
+    :func:`_row_total` adds (pieces of it on threads, added exactly), or None where ``a``
+    is not such an array: no float64 copy,
     where one cost a float32 norm 20x NumPy's time.
 
     >>> sum_of_squares(np.array([3.0, 4.0], np.float32))
     25.0
     """
-    if not (a.dtype in _REAL_SUMS or a.dtype in _FORMATS) or not (
-            a.flags.c_contiguous or a.flags.f_contiguous):
+    if not (a.dtype in _REAL_SUMS or a.dtype in _FORMATS) or _dense_order(*_layout(a)) is None:
         return None
-    flat = a.reshape(-1, order="A")
-    threads = _threads(flat.size)
+    threads = _threads(a.size)
     parts = np.empty(2 * threads if threads > 1 else 1)
-    bits = flat.view(np.uint16) if a.dtype.itemsize == 2 else flat
-    _SQUARE_SUMS[threads == 1](bits, _FORMATS.get(a.dtype, 0), parts)
+    _SQUARE_SUMS[threads == 1](_memory(a), _FORMATS.get(a.dtype, 0), parts)
     return math.fsum(parts) if threads > 1 else float(parts[0])
 
 
@@ -2450,17 +2446,16 @@ def _reduce_call(out_layout, c_layout, a_layout, codes, compute, threads):
     sources = (0, 2 if codes[4] else 0, 1)  # out, c (out when unused), a
     marks = (_mark(c_layout[2]), _mark(a_layout[2]), _codes(*codes))
     whole = "summed whole" if codes[0] == 0 else "reduced whole"
-    if (_row_ops(codes[0], compute) and codes[1] == _IDENTITY and row_stride == 1
-            and not walk_shape.size and row_len * compute.itemsize >= _LONG_ROW
-            and math.prod(out_layout[0]) >= _MIN_ROW_SUMS):
+    whole_rows = _row_ops(codes[0], compute) and codes[1] == _IDENTITY and row_stride == 1
+    if (whole_rows and not walk_shape.size and row_len * compute.itemsize >= _LONG_ROW
+            and math.prod(out_layout[0]) >= _MIN_ROW_TOTALS):
         return _Call(_ROW_TOTALS[threads == 1], free_shape, offs,
                      (strides, row_len, *marks), sources, 2, compute,
                      _on_threads(f"each output's row of {row_len} {whole}", threads))
     nsplit = prep[9]
     parts = [f"lanes of {prep[4]} outputs side by side"]
     if row_len > 1:
-        pieces = (prep[4] == 1 and row_len > _CHUNK and row_stride == 1
-                  and _row_ops(codes[0], compute) and codes[1] == _IDENTITY)  # _reduce_lanes'
+        pieces = whole_rows and prep[4] == 1 and row_len > _CHUNK  # as _reduce_lanes decides
         parts.append(f"reduced rows of {row_len} (stride {row_stride}) "
                      + (whole if pieces else f"in chunks of {_CHUNK} merged pairwise"))
     if len(walk_shape):
