@@ -71,9 +71,17 @@ def test_elementwise(data, shape, dtype, ops, trinary):
     else:
         operation = ta.Operation.elementwise_binary(*operands, out_modes=modes, op=ops[0])
     auto, reference = _pair(operation)
-    # complex products may round differently (NumPy's scalar and array loops differ)
-    np.testing.assert_allclose(auto.execute(*arrays), reference.execute(*arrays),
-                               rtol=tolerance(dtype), atol=tolerance(dtype))
+    values = data.draw(st.lists(st.sampled_from([1, 2.5, -0.5, 0, -1]), min_size=len(arrays),
+                                max_size=len(arrays)))
+    scalars = dict(zip(("alpha", "beta", "gamma"), values, strict=False))  # binary: 2
+    expected = reference.execute(*arrays, **scalars)
+    out = np.full_like(expected, 7)
+    for got in (auto.execute(*arrays, **scalars), auto.execute_into(out, *arrays, **scalars)):
+        if np.dtype(dtype).kind == "f":  # the reference's operations in its order
+            np.testing.assert_array_equal(got, expected)
+        else:  # complex products may round differently (NumPy's scalar and array loops)
+            np.testing.assert_allclose(got, expected, rtol=tolerance(dtype),
+                                       atol=tolerance(dtype))
 
 
 def test_execute_into_shortcut_keeps_every_check():
@@ -102,6 +110,18 @@ def test_execute_into_shortcut_keeps_every_check():
         with pytest.raises(error):
             plan.execute_into(target, x)
         assert np.array_equal(target, before) and np.array_equal(x, source)
+    b = np.ones((4, 4))  # two inputs: out apart from each of them
+    added = ta.Plan(ta.Operation.elementwise_binary(ta.Operand(a, "ij"), ta.Operand(b, "ji"),
+                                                    out_modes="ij"))
+    assert added.backend == "direct"
+    assert added.execute_into(row, a, b) is row and np.array_equal(row, a + 1)
+    for target, x, y in [(a, a, b), (b, a, b), (overlapping[1], a, overlapping[0]),
+                         (read_only, a, b)]:
+        before, sources = target.copy(), (x.copy(), y.copy())
+        with pytest.raises((ta.AliasError, ta.OutputMismatchError)):
+            added.execute_into(target, x, y)
+        assert np.array_equal(target, before)
+        assert all(np.array_equal(s, z) for s, z in zip(sources, (x, y), strict=True))
     summed = ta.Plan(ta.Operation.reduction(ta.Operand(a, "ij"), out_modes="i"))
     assert summed.backend == "direct"
     into = np.full(4, np.nan)

@@ -247,8 +247,24 @@ def test_cached_front_end_calls_still_check_their_arguments():
             ta.sum(a, 1, out=np.empty(4))
         with pytest.raises(ta.DescriptorError, match="numpy.ndarray"):
             ta.sum(a, 1, out=[0.0] * 3)
+        assert ta.elementwise_binary(a, "ij", a, "ij", "ij", beta=2).tolist() == (3 * a).tolist()
+        assert ta.elementwise_binary(a, "ij", a.T, "ji", "ij").tolist() == (2 * a).tolist()
+        for kwargs, error, words in [
+                ({"op": "sub"}, ta.OperationError, "unknown Binary"),
+                ({"alpha": True}, ta.DescriptorError, "alpha must be a number"),
+                ({"unary_a": "bogus"}, ta.OperationError, "unknown Unary"),
+                ({"out": np.empty((4, 3))}, ta.ExtentError, "incompatible extents"),
+                ({"out": a}, ta.AliasError, "shares memory")]:
+            before = a.copy()
+            with pytest.raises(error, match=words):
+                ta.elementwise_binary(a, "ij", a, "ij", "ij", **kwargs)
+            assert np.array_equal(a, before)
+        with pytest.raises(ta.ExtentError, match="incompatible extents"):
+            ta.elementwise_binary(a, "ij", a, "ji", "ij")
     # argument forms a cache does not key on (lists, NumPy integers) run checked, uncached
     assert ta.sum(a, [np.int64(0)]).tolist() == [12.0, 15.0, 18.0, 21.0]
     assert ta.permute(a, [1, 0]).tolist() == a.T.tolist()
     assert float(ta.trace(a[:, ::-1])) == float(np.trace(a[:, ::-1]))
     assert ta.partial_trace(np.ones((2, 3, 4)), ((0, 2),)).tolist() == [2.0, 2.0, 2.0]
+    assert ta.elementwise_trinary(a, ["i", "j"], a, ("i", "j"), a, "ij", "ij", gamma=1.0,
+                                  unary_c=ta.Unary.NEGATE).tolist() == a.tolist()

@@ -3,7 +3,8 @@
 For operations too small for the Numba kernels, the cost of a plan is Python, not
 arithmetic: building loop-order views and passing through the general reference
 kernel costs several microseconds.  When an operation is one NumPy call on the
-operands (no unary transform, no conversion, default scalars), :func:`runner` returns a
+operands (no unary transform, no conversion; default scalars, or any scalars for an
+elementwise operation, which multiplies first), :func:`runner` returns a
 function that makes exactly that call: a ufunc on transposed operands, or ``np.einsum``
 for a sum over a diagonal (repeated modes: NumPy's einsum reads a strided diagonal three
 times faster than ``np.add.reduce`` of the same view, ``iij->j`` on (2048, 2048, 8)).
@@ -31,18 +32,20 @@ _UFUNCS = {Binary.ADD: np.add, Binary.MUL: np.multiply,
            Reduce.SUM: np.add, Reduce.PRODUCT: np.multiply}
 
 
-def _runner(call, describe, single=None):
+def _runner(call, describe, single=None, scaled=False):
     """``call(arrays, out=None)`` computes the operation and returns the output;
     ``call.single(a)``, where given, is ``call((a,))`` with nothing in between (a small
-    call's time is mostly calls)."""
-    call.describe, call.single = describe, single
+    call's time is mostly calls); ``scaled``: ``call(arrays, out, scalars)`` also takes
+    the scalars (a tuple in the kind's order; None: the defaults)."""
+    call.describe, call.single, call.scaled = describe, single, scaled
     return call
 
 
 def runner(operation, allocate=None):
     """The direct runner of ``operation``, or None when it is not one NumPy call.
 
-    A runner is called as ``run(arrays, out=None)``; ``run.describe`` says what it does.
+    A runner is called as ``run(arrays, out=None)``; ``run.describe`` says what it does;
+    where ``run.scaled``, ``run(arrays, out, scalars)`` runs with scalars too.
 
     ``allocate`` makes outputs with the plan's layout (default: C order).
     """
@@ -221,26 +224,28 @@ def _full_diagonal_sum(op, allocate):
 
 
 def _elementwise(op, allocate):
+    """One ufunc (two for a trinary) on the operands in out's mode order; scalars other
+    than 1 multiply their operand first, in the compute type, as the reference does."""
     if any(set(x.modes) != set(op.out_modes) for x in op.inputs):
         return None  # an operand broadcast along a mode it lacks
-    axes = [_axes(x, op.out_modes) for x in op.inputs]
-    first = _UFUNCS[op.op_ab]
-    if op.kind == "elementwise_binary":
-        (ax, bx) = axes
+    orders = [_axes(x, op.out_modes) for x in op.inputs]
+    orders = [None if axes == tuple(range(len(axes))) else axes for axes in orders]
+    ufuncs = [_UFUNCS[op.op_ab]] + ([_UFUNCS[op.op_abc]] if len(orders) == 3 else [])
+    compute = op.compute
 
-        def call(arrays, out=None):
-            out = allocate() if out is None else out
-            first(arrays[0].transpose(ax), arrays[1].transpose(bx), out=out)
-            return out
+    in_order = not any(orders)  # operands already in out's order: no views to make
 
-        return _runner(call, f"numpy.{first.__name__}")
-    second = _UFUNCS[op.op_abc]
-    (ax, bx, cx) = axes
-
-    def call3(arrays, out=None):
+    def call(arrays, out=None, scalars=None):
+        terms = arrays if in_order else [x if axes is None else x.transpose(axes)
+                                         for x, axes in zip(arrays, orders, strict=True)]
+        if scalars is not None:
+            terms = [x if s == 1 else np.multiply(x, np.asarray(s, compute))
+                     for x, s in zip(terms, scalars, strict=True)]
         out = allocate() if out is None else out
-        first(arrays[0].transpose(ax), arrays[1].transpose(bx), out=out)
-        second(out, arrays[2].transpose(cx), out=out)
+        ufuncs[0](terms[0], terms[1], out=out)
+        if len(terms) == 3:
+            ufuncs[1](out, terms[2], out=out)
         return out
 
-    return _runner(call3, f"numpy.{first.__name__} then numpy.{second.__name__}")
+    names = " then ".join(f"numpy.{u.__name__}" for u in ufuncs)
+    return _runner(call, f"{names}, scalars other than 1 multiplied in first", scaled=True)
