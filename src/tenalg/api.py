@@ -103,6 +103,16 @@ def _call(arrays, out, key, build, *args, scalars=None):
             else plan.execute_into(out, *arrays, **scalars))
 
 
+def _key(key, modes):
+    """``key`` where a cached call may key on it: hashable, its ``modes`` labels (equal
+    unaries, ops and compute types mean the same); else None."""
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key if all(map(_labels, modes)) else None
+
+
 def _unit(value):
     """Whether a scalar is exactly 1 (a plan's default for it), as a key may say."""
     return (type(value) is int or type(value) is float) and value == 1
@@ -311,17 +321,10 @@ def elementwise_trinary(a, modes_a, b, modes_b, c, modes_c, modes_out, op_ab="ad
 
 
 def _elementwise(kind, arrays, modes, unaries, modes_out, ops, compute_dtype, out, **scalars):
-    """Run an elementwise front-end call through :func:`_call`, cached where the key is
-    hashable and its modes are labels (unaries, ops and compute types that are equal mean
-    the same); scalars all exactly 1 (the defaults) are not passed on, so that a plan
-    takes its shortest path (an 8 x 8 add 15 -> 9 us, NumPy 1.2)."""
-    key = (kind, modes, unaries, modes_out, ops, compute_dtype)
-    try:
-        hash(key)
-    except TypeError:
-        key = None
-    if key is not None and not (_labels(modes_out) and all(map(_labels, modes))):
-        key = None
+    """Run an elementwise front-end call through :func:`_call` (cached on :func:`_key`);
+    scalars all exactly 1 (the defaults) are not passed on, so that a plan takes its
+    shortest path (an 8 x 8 add 19.5 -> 13 us, NumPy 1.2)."""
+    key = _key((kind, modes, unaries, modes_out, ops, compute_dtype), (*modes, modes_out))
     if all(map(_unit, scalars.values())):
         scalars = None
     return _call(arrays, out, key, _elementwise_plan, kind, modes, unaries, modes_out, ops,
@@ -343,11 +346,22 @@ def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, out=
     >>> contract(x, "ij", x, "jk", "ik").tolist()
     [[2.0, 3.0], [6.0, 11.0]]
     """
-    a, b = _array(a, "a"), _array(b, "b")
-    addend = None if c is None else (_array(c, "c"), modes_out, Unary.IDENTITY)
-    return _run("contraction", [(a, modes_a, unary_a, "A"), (b, modes_b, unary_b, "B")],
-                modes_out, addend=addend, out=out, options=(("compute", compute_dtype),),
-                alpha=alpha, beta=beta)
+    arrays = (_array(a, "a"), _array(b, "b")) + (() if c is None else (_array(c, "c"),))
+    key = _key(("contraction", modes_a, modes_b, modes_out, unary_a, unary_b, compute_dtype,
+                c is None), (modes_a, modes_b, modes_out))
+    scalars = None if _unit(alpha) and type(beta) is int and beta == 0 else {
+        "alpha": alpha, "beta": beta}
+    return _call(arrays, out, key, _contraction_plan, modes_a, modes_b, modes_out, unary_a,
+                 unary_b, compute_dtype, scalars=scalars)
+
+
+def _contraction_plan(arrays, out, modes_a, modes_b, modes_out, unary_a, unary_b,
+                      compute_dtype):
+    addend = None if len(arrays) == 2 else (arrays[2], modes_out, Unary.IDENTITY)
+    return _plan("contraction", [(arrays[0], modes_a, unary_a, "A"),
+                                 (arrays[1], modes_b, unary_b, "B")],
+                 modes_out, addend=addend, out=out,
+                 options=(("compute", compute_dtype),)), None
 
 
 def inner_product(a, b):

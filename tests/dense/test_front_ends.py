@@ -261,10 +261,19 @@ def test_cached_front_end_calls_still_check_their_arguments():
             assert np.array_equal(a, before)
         with pytest.raises(ta.ExtentError, match="incompatible extents"):
             ta.elementwise_binary(a, "ij", a, "ji", "ij")
+        assert np.allclose(ta.contract(a, "ij", a, "kj", "ik"), a @ a.T)
+        c = np.ones((3, 3))
+        assert np.allclose(ta.contract(a, "ij", a, "kj", "ik", c=c, alpha=2, beta=0.5),
+                           2 * a @ a.T + 0.5)
+        with pytest.raises(ta.ExtentError, match="incompatible extents"):
+            ta.contract(a, "ij", a, "jk", "ik")
+        with pytest.raises(ta.ScalarCountError, match="no addend"):
+            ta.contract(a, "ij", a, "kj", "ik", beta=1)
     # argument forms a cache does not key on (lists, NumPy integers) run checked, uncached
     assert ta.sum(a, [np.int64(0)]).tolist() == [12.0, 15.0, 18.0, 21.0]
     assert ta.permute(a, [1, 0]).tolist() == a.T.tolist()
     assert float(ta.trace(a[:, ::-1])) == float(np.trace(a[:, ::-1]))
     assert ta.partial_trace(np.ones((2, 3, 4)), ((0, 2),)).tolist() == [2.0, 2.0, 2.0]
+    assert np.allclose(ta.contract(a, ["i", "j"], a, ["k", "j"], ["i", "k"]), a @ a.T)
     assert ta.elementwise_trinary(a, ["i", "j"], a, ("i", "j"), a, "ij", "ij", gamma=1.0,
                                   unary_c=ta.Unary.NEGATE).tolist() == a.tolist()
