@@ -336,32 +336,41 @@ def test_elementwise_mixed_input_dtypes():
     assert_same(out, want)
 
 
-@pytest.mark.parametrize("dtype", [F32, F64, C64, C128])
+@pytest.mark.parametrize("storage, compute", [
+    ((F32,) * 4, F32), ((F64,) * 4, F64), ((C64,) * 4, C64), ((C128,) * 4, C128),
+    ((F16,) * 4, F32), ((BF16,) * 4, F32), ((F16, BF16, F32, F16), F32),
+    ((BF16, F32, F16, F64), F64)], ids=str)
 @pytest.mark.parametrize("n", [2, 3])
-def test_elementwise_one_pass_rows_match_reference(dtype, n):
-    """Unit-stride rows of a real compute type with add/mul run in one pass (no row
-    buffers): bit-identical to the reference for every op pair, with NaN, inf and -0,
-    on rows longer than a unit and offset, reversed-row views (complex types take the
-    buffered path, checked to roundoff: complex products round differently)."""
+def test_elementwise_one_pass_rows_match_reference(storage, compute, n):
+    """Unit-stride rows of real floats with add/mul run in one pass (no row buffers),
+    16-bit ones widened as they load and rounded as they store, in the compute type:
+    bit-identical to the reference for every op pair, with NaN, inf and -0, on rows
+    longer than a unit and offset, reversed-row views (complex types take the buffered
+    path, checked to roundoff: complex products round differently)."""
     rng = np.random.default_rng(n)
-    special = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e30], dtype)
+    exact = compute.kind == "f"
     inputs = []
     for k in range(n):
-        x = values(rng, (5, 1100 + 3), dtype)[::-1, 3:] if k == 1 else values(rng, (5, 1100),
-                                                                               dtype)
-        if dtype.kind == "f":
+        dtype, shape = storage[k + 1], (5, cpu._ROW_PIECE + 1100)
+        x = (values(rng, (shape[0], shape[1] + 3), dtype)[::-1, 3:] if k == 1
+             else values(rng, shape, dtype))
+        if exact:
+            special = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 3e4], dtype)
             x[k, : special.size] = special[::1 - 2 * (k % 2)]
         inputs.append(x)
     for op_ab in (Binary.ADD, Binary.MUL):
         for op_abc in (Binary.ADD, Binary.MUL) if n > 2 else (None,):
             for scalars in [(1, 1, 1), (2, -3, 0.5), (0.0, 1, -0.0)]:
-                out, want = np.empty((5, 1100), dtype), np.empty((5, 1100), dtype)
+                shape = inputs[0].shape
+                out, want = np.empty(shape, storage[0]), np.empty(shape, storage[0])
                 kw = dict(unaries=(Unary.IDENTITY,) * n, op_ab=op_ab, op_abc=op_abc,
-                          scalars=scalars[:n], compute=dtype)
+                          scalars=scalars[:n], compute=compute)
+                call = cpu.elementwise_call(out, tuple(inputs), **kw)
+                assert ("one pass" in call.about) == exact
                 cpu.elementwise(out, tuple(inputs), **kw)
                 reference.elementwise(want, tuple(inputs), **kw)
-                assert_same(out, want, exact=dtype.kind == "f", scale=10)
-                if dtype.kind == "f":
+                assert_same(out, want, exact=exact, scale=10)
+                if exact:
                     assert np.array_equal(np.signbit(out), np.signbit(want))
 
 

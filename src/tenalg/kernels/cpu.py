@@ -501,29 +501,43 @@ def _offsets(r, shape, strides, last, offs, result):
 # elementwise rows
 
 
-def _direct_row(out, o, a, oa, b, ob, c, oc, m, codes, scal):
-    """out[o:o+m] = op_abc(op_ab(s0 a, s1 b), s2 c) in one pass over unit-stride rows
-    that all hold the (real) compute type, ops add or mul, no unary: the order of
-    operations of the buffered path, so the results are identical (times 1 is exact)."""
+@njit(**_JIT)
+def _direct_row(out, o, a, oa, b, ob, c, oc, m, marks, codes, scal):
+    """out[o:o+m] = op_abc(op_ab(s0 a, s1 b), s2 c) in one pass over unit-stride rows of
+    real floats (16-bit ones widened as ``marks`` say, the result stored in out's format),
+    ops add or mul, no unary: the operations of the buffered path in its order, so the
+    results are identical (times 1 is exact)."""
+    if codes[0] == 2:  # the input count as a literal: each loop is branch-free
+        _direct_run(out, o, a, oa, b, ob, c, oc, m, marks, codes, scal, 2)
+    else:
+        _direct_run(out, o, a, oa, b, ob, c, oc, m, marks, codes, scal, 3)
 
 
-@overload(_direct_row, jit_options=_JIT)
-def _direct_row_impl(out, o, a, oa, b, ob, c, oc, m, codes, scal):
-    if any(x.dtype != scal.dtype for x in (out, a, b, c)):
-        return lambda out, o, a, oa, b, ob, c, oc, m, codes, scal: None  # never called
+def _direct_run(out, o, a, oa, b, ob, c, oc, m, marks, codes, scal, inputs):
+    """:func:`_direct_row` for ``inputs`` (a literal) inputs."""
 
-    def impl(out, o, a, oa, b, ob, c, oc, m, codes, scal):
+
+@overload(_direct_run, jit_options=_JIT, prefer_literal=True)
+def _direct_run_impl(out, o, a, oa, b, ob, c, oc, m, marks, codes, scal, inputs):
+    if not isinstance(inputs, types.IntegerLiteral):
+        return None
+    if not all(isinstance(x.dtype, types.Float | types.Integer) for x in (out, a, b, c, scal)):
+        return (lambda out, o, a, oa, b, ob, c, oc, m, marks, codes, scal, inputs:
+                None)  # never called
+    trinary = inputs.literal_value == 3
+
+    def impl(out, o, a, oa, b, ob, c, oc, m, marks, codes, scal, inputs):
         s0, s1, s2 = scal[0], scal[1], scal[2]
-        n, add_ab, add_abc = codes[0], codes[4] == 0, codes[5] == 0
-        for i in range(m):  # loop-invariant tests: LLVM unswitches them, selects vectorise
-            x = s0 * a[_U(oa + i)]
-            if n >= 2:
-                y = s1 * b[_U(ob + i)]
-                x = x + y if add_ab else x * y
-                if n == 3:
-                    z = s2 * c[_U(oc + i)]
-                    x = x + z if add_abc else x * z
-            out[_U(o + i)] = x
+        add_ab, add_abc, fmt = codes[4] == 0, codes[5] == 0, codes[6]
+        ma, mb, mc = marks[0], marks[1], marks[2]
+        for i in range(m):  # the tests below select: the loop vectorises
+            x = s0 * _like(_load(a[_U(oa + i)], ma), s0)
+            y = s1 * _like(_load(b[_U(ob + i)], mb), s1)
+            x = x + y if add_ab else x * y
+            if trinary:
+                z = s2 * _like(_load(c[_U(oc + i)], mc), s2)
+                x = x + z if add_abc else x * z
+            out[_U(o + i)] = _storage_value(out, x, fmt)
     return impl
 
 
@@ -538,11 +552,12 @@ def _rows_kernel(shape, offs, strides, ta, tb, tc, codes, scal, out, a, b, c):
     """out = op_abc(op_ab(s0 u0(a), s1 u1(b)), s2 u2(c)) over rows of the last axis.
 
     codes: [inputs, u0, u1, u2, op_ab, op_abc, fmt, scale0, scale1, scale2, direct]
-    (direct: every row is a unit-stride run of the compute type, see _direct_row).
+    (direct: every row is a unit-stride run of real floats, see _direct_row).
     """
     nd = shape.shape[0]
     n = shape[nd - 1]
-    chunks = (n + _ROW - 1) // _ROW
+    piece = _ROW_PIECE if codes[10] else _ROW  # one pass needs no buffers: longer units
+    chunks = (n + piece - 1) // piece
     outer = 1
     for ax in range(nd - 1):
         outer *= shape[ax]
@@ -553,11 +568,11 @@ def _rows_kernel(shape, offs, strides, ta, tb, tc, codes, scal, out, a, b, c):
         buf, tmp = np.empty(_ROW, scal.dtype), np.empty(_ROW, scal.dtype)
         for u in range(t * units // tasks, (t + 1) * units // tasks):
             _offsets(u // chunks, shape, strides, nd - 1, offs, base)
-            i0 = (u % chunks) * _ROW
-            m = min(_ROW, n - i0)
+            i0 = (u % chunks) * piece
+            m = min(piece, n - i0)
             if codes[10]:
                 _direct_row(out, base[0] + i0, a, base[1] + i0, b, base[2] + i0, c,
-                            base[3] + i0, m, codes, scal)
+                            base[3] + i0, m, (ta[0], tb[0], tc[0]), codes, scal)
                 continue
             _load_row(buf, m, a, base[1] + i0 * strides[1, nd - 1], strides[1, nd - 1], ta,
                       codes[1], codes[7], scal[0])
@@ -2187,9 +2202,11 @@ def _rows_prep(layouts, codes, compute):
     for k, g in enumerate(geometry):
         offs[k] = g[0]
         strides[k, : len(order)] = [g[2][ax] for ax in order]
-    # one pass (_direct_row): unit-stride rows of a real compute type in every array, no
-    # transform, add or mul (times a complex 1 is not the identity on infinities)
-    direct = (compute.kind == "f" and all(x[2] == compute for x in layouts)
+    # one pass (_direct_row): unit-stride rows of real floats in every array, a real
+    # compute type, no transform, add or mul (times a complex 1 is not the identity on
+    # infinities)
+    direct = (compute.kind == "f" and all(x[2].kind == "f" or x[2] in _FORMATS
+                                          for x in layouts)
               and all(c == _IDENTITY for c in codes[1:4]) and max(codes[4:6]) <= 1
               and bool((strides[: len(layouts), -1] == 1).all()))
     return (np.array(shape, np.int64), offs, strides,
@@ -2211,8 +2228,8 @@ def _rows_call(layouts, codes, compute, threads):
     n = len(layouts) - 1
     sources = (0, 1, 2 if n > 1 else 1, 3 if n > 2 else 1)
     marks = tuple(_mark(layouts[k][2]) for k in sources[1:])
-    about = (f"rows in units of {_ROW} elements, "
-             + ("one pass" if codes[10] else "through compute-type buffers"))
+    about = (f"rows in units of {_ROW_PIECE} elements, one pass" if codes[10]
+             else f"rows in units of {_ROW} elements, through compute-type buffers")
     return _Call(_ROWS[threads == 1], shape, offs, (strides, *marks, codes), sources, 3, compute,
                  _on_threads(about, threads))
 
