@@ -63,7 +63,14 @@ def test_other_reductions_match_numpy(kernels, op, case):
     expected = NP_REDUCE[op](wide(a), axis=reduced, **init)
     got = run(kernels, a, modes, tuple(kept), op=op)
     tiny = float(ml_dtypes.finfo(a.dtype).smallest_subnormal)
-    np.testing.assert_allclose(wide(got), expected, rtol=8 * tolerance(a.dtype), atol=tiny)
+    # a product that passes through subnormals loses up to half a subnormal step a
+    # factor there, which the factors after it can grow (any order is a correct one)
+    steps = math.prod(a.shape[ax] for ax in reduced)
+    growth = np.prod(np.maximum(1.0, np.abs(wide(a))), axis=reduced)
+    atol = tiny * steps * growth if op == "product" else tiny
+    with np.errstate(invalid="ignore"):  # inf - inf: empty products, min and max
+        close = np.abs(wide(got) - expected) <= 8 * tolerance(a.dtype) * np.abs(expected) + atol
+    assert np.all(close | (wide(got) == expected)), (wide(got), expected)
 
 
 @pytest.mark.parametrize("kernels", KERNELS)

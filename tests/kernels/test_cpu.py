@@ -469,6 +469,21 @@ def test_sum_accuracy_against_fsum(shape, axes, view, dtype):
     assert (err <= (math.log2(n) + 4) * eps * mag + eps * np.abs(exact)).all()  # pairwise
 
 
+@pytest.mark.parametrize("dtype", [F16, BF16])
+@pytest.mark.parametrize("shape, axes", [((700, 70), (0,)), ((40, 33, 130), (0, 1))])
+def test_16bit_lanes_sum_like_their_float32_values(dtype, shape, axes):
+    """Sums of unit-stride 16-bit lanes widen the terms in the vector registers of the
+    lane runs (runs of 64, 4 and 2 lanes here): bit for bit the sums of the same values
+    stored as float32, which take the same runs in the same order."""
+    x = values(np.random.default_rng(6), shape, dtype)
+    free = [ax for ax in range(x.ndim) if ax not in axes]
+    got, want = (np.empty([x.shape[ax] for ax in free], F32) for _ in range(2))
+    for out, a in ((got, x), (want, x.astype(F32))):
+        cpu.reduce(out, a.transpose(free + list(axes)), op=Reduce.SUM, alpha=1, beta=0,
+                   c=None, unary_a=Unary.IDENTITY, unary_c=Unary.IDENTITY, compute=F32)
+    assert np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("dtype, compute", [(F32, F32), (F64, F64), (np.float16, F32)])
 def test_long_row_sums_as_accurate_as_numpy(dtype, compute):
     """Sums of long contiguous rows (their own kernel, with longer chunks for 16-bit

@@ -1152,46 +1152,58 @@ def _chunk(a, off, m, stride, ta, code, op, buf, acc8):
 
 
 def _vector_sums(x, acc):
-    """Whether sums of array x's elements into ``acc`` can add them as they are, in
-    vector registers: both of one floating type (decided when compiling)."""
+    """Whether sums of array x's elements into ``acc`` can add them in vector registers
+    (:func:`_lane_sums`; decided when compiling)."""
 
 
 @overload(_vector_sums, jit_options=_JIT)
 def _vector_sums_impl(x, acc):
-    plain = x.dtype == acc.dtype and isinstance(x.dtype, types.Float)
+    plain = _lane_sums(x.dtype, acc.dtype)
     return lambda x, acc: plain
+
+
+def _lane_sums(x, acc):
+    """Whether :func:`_add_lane_run` adds terms of Numba type ``x`` into ``acc``'s: one
+    floating type, or 16-bit storage (uint16 bits) widened to float32."""
+    return (x == acc and isinstance(x, types.Float)) or (x == types.uint16
+                                                          and acc == types.float32)
 
 
 def _run_lanes(x):
     """The most lanes of array x that :func:`_add_lane_run` adds at once: _RUN_VECTORS
-    vector registers' worth (decided when compiling)."""
+    vector registers' worth of its terms (16-bit ones as float32; decided when
+    compiling)."""
 
 
 @overload(_run_lanes, jit_options=_JIT)
 def _run_lanes_impl(x):
-    k = _RUN_VECTORS * _VECTOR_BITS // x.dtype.bitwidth
+    k = _RUN_VECTORS * _VECTOR_BITS // max(x.dtype.bitwidth, 32)
     return lambda x: k
 
 
 @intrinsic
-def _add_lane_run(typingctx, flat, off, step, n, width, res, at, fresh):
+def _add_lane_run(typingctx, flat, off, step, n, width, res, at, fresh, mark):
     """res[at + t] += flat[off + i*step + t] for i < n, one term after the other, for
     t < width (a power of two up to _run_lanes(flat)), starting from zero where ``fresh``:
-    the lanes held in vector registers while the n terms are added.  Numba keeps no array
-    in registers: added into ``res`` in memory, term by term, a sum over axis 1 of a
-    (512, 512, 64) float32 array took 8.4 ms on one thread of Zen 1 (4.3 on two), 6.9 so
-    (3.85 on two), with :func:`_reduce_lanes` moving its odometer once a run."""
-    bits = flat.dtype.bitwidth
+    the lanes held in vector registers while the n terms are added; 16-bit terms widen as
+    they load (``mark`` 1: float16, else bfloat16).  Numba keeps no array in registers:
+    added into ``res`` in memory, term by term, a sum over axis 1 of a (512, 512, 64)
+    float32 array took 8.4 ms on one thread of Zen 1 (4.3 on two), 6.9 so (3.85 on two),
+    with :func:`_reduce_lanes` moving its odometer once a run; of float16 lanes added in
+    memory, 17.7 ms on one thread, widened in registers 6.8."""
+    bits = res.dtype.bitwidth
+    sixteen = flat.dtype == types.uint16
     widths = [1 << e for e in range((_RUN_VECTORS * _VECTOR_BITS // bits).bit_length())
-              ] if isinstance(flat.dtype, types.Float) else []  # else never run: see _add_run
+              ] if _lane_sums(flat.dtype, res.dtype) else []  # else never run: see _add_run
 
     def codegen(context, builder, sig, args):
-        data, off, step, n, width, out, at, fresh = args
-        element = context.get_value_type(sig.args[0].dtype)
+        data, off, step, n, width, out, at, fresh, mark = args
+        element = context.get_value_type(sig.args[5].dtype)
 
-        def add_lanes(lanes):  # in vectors of a register each
+        def add_lanes(lanes, code):  # in vectors of a register each
             k = min(lanes, _VECTOR_BITS // bits)
             vec = ir.VectorType(element, k)
+            stored = ir.VectorType(ir.IntType(16), k) if code else vec
             where = [_vector_at(context, builder, sig.args[5], out,
                                 builder.add(at, ir.IntType(64)(t)), vec)
                      for t in range(0, lanes, k)]
@@ -1206,38 +1218,53 @@ def _add_lane_run(typingctx, flat, off, step, n, width, res, at, fresh):
             with cgutils.for_range(builder, n) as loop:
                 start = builder.add(off, builder.mul(loop.index, step))
                 for t, total in zip(range(0, lanes, k), totals, strict=True):
-                    term = _vector_at(context, builder, sig.args[0], data,
-                                      builder.add(start, ir.IntType(64)(t)), vec)
-                    builder.store(builder.fadd(builder.load(total),
-                                               builder.load(term, align=bits // 8)), total)
+                    term = builder.load(
+                        _vector_at(context, builder, sig.args[0], data,
+                                   builder.add(start, ir.IntType(64)(t)), stored),
+                        align=2 if code else bits // 8)
+                    if code:
+                        term = _widened(builder, term, code)
+                    builder.store(builder.fadd(builder.load(total), term), total)
             for p, total in zip(where, totals, strict=True):
                 builder.store(builder.load(total), p, align=bits // 8)
 
-        _for_each_width(builder, width, widths, add_lanes)
+        def emit(lanes):  # 16-bit terms: a loop per format
+            if not sixteen:
+                add_lanes(lanes, 0)
+                return
+            half = builder.icmp_signed("==", mark, ir.IntType(64)(1))
+            with builder.if_else(half) as (float16, bfloat16):
+                with float16:
+                    add_lanes(lanes, 1)
+                with bfloat16:
+                    add_lanes(lanes, 2)
+
+        _for_each_width(builder, width, widths, emit)
         return context.get_dummy_value()
 
     sig = types.void(flat, types.int64, types.int64, types.int64, types.int64, res,
-                     types.int64, types.boolean)
+                     types.int64, types.boolean, types.int64)
     return sig, codegen
 
 
 @njit(**_JIT, inline="always")
-def _add_lane_runs(a, off, step, n, w, acc, at, fresh):
+def _add_lane_runs(a, off, step, n, w, acc, at, fresh, mark):
     """acc[at + t] (+)= the sum of a[off + i*step + t] for i < n, t < w, by
-    :func:`_add_lane_run`: the widest runs of lanes that fit, then half as wide, ..."""
+    :func:`_add_lane_run` (``mark``: 16-bit a's format): the widest runs of lanes that
+    fit, then half as wide, ..."""
     t = 0
     while t < w:
         width = _run_lanes(a)
         while width > w - t:
             width //= 2
-        _add_lane_run(a, off + t, step, n, width, acc, at + t, fresh)
+        _add_lane_run(a, off + t, step, n, width, acc, at + t, fresh, mark)
         t += width
 
 
 @njit(**_JIT, inline="always")
 def _in_registers(op, code, lane_stride, a, acc):
     """Whether :func:`_add_run` adds its lanes in vector registers: plain sums of
-    unit-stride lanes of a floating type."""
+    unit-stride lanes (:func:`_vector_sums`)."""
     return op == 0 and code == _IDENTITY and lane_stride == 1 and _vector_sums(a, acc)
 
 
@@ -1248,7 +1275,7 @@ def _add_run(acc, w, op, a, off, step, lane_stride, n, ta, code, buf, fresh):
     calls: as calls, they made a sum over axis 1 of a (512, 512, 64) float32 array 12%
     slower on one thread of Zen 1 (8.6 against 7.6 ms)."""
     if _in_registers(op, code, lane_stride, a, acc):
-        _add_lane_runs(a, off, step, n, w, acc, 0, fresh)
+        _add_lane_runs(a, off, step, n, w, acc, 0, fresh, ta[0])
         return
     if fresh:
         acc[:w] = _IDENTITY_VALUE[op]
@@ -1828,7 +1855,7 @@ def _strided_part(flat, o, lo, hi, step, rows, row_stride, w, lane_stride, ahead
         for i0 in range(lo, hi, _BLOCK):
             for r in range(rows):
                 _add_lane_runs(flat, o + i0 * step + r * row_stride, step,
-                               min(_BLOCK, hi - i0), w, acc, r * w, True)
+                               min(_BLOCK, hi - i0), w, acc, r * w, True, 0)
             depth, count = _push(stack, depth, count, acc, m, 0)
         _fold(stack, depth, acc, m, 0, res)
         return
