@@ -389,10 +389,10 @@ def norm(a):
     """
     a = _array(a, "a")
     dtype = _norm_type(a.dtype)
-    wide = a.dtype in _WIDE  # (dtypes compared with dtypes: with types, a us each)
+    # (dtypes compared with dtypes: compared with types, a microsecond each)
     total = None if a.dtype == _WIDE[0] else cpu.sum_of_squares(a)  # no float64 copy
     if total is None:
-        wide = a if wide else _scaled64(a, 0)  # exact
+        wide = a if a.dtype in _WIDE else _scaled64(a, 0)  # exact
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # then scaled
             total = _squares64(wide)
     if _NO_LOST_SQUARES <= total < math.inf:  # nothing overflowed, nothing that counts lost
@@ -426,8 +426,8 @@ def _norm_type(dtype):
 
 
 def _squares64(x):
-    """The sum of the squared moduli of float64 or complex128 ``x``: one BLAS dot (an
-    8 x 8 norm 47 -> 6 us)."""
+    """The sum of the squared moduli of float64 or complex128 ``x``: one BLAS dot, no
+    plan (an 8 x 8 norm 46 -> 8 us)."""
     return float(np.vdot(x, x).real)
 
 

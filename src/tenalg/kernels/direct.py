@@ -232,7 +232,6 @@ def _elementwise(op, allocate):
     orders = [None if axes == tuple(range(len(axes))) else axes for axes in orders]
     ufuncs = [_UFUNCS[op.op_ab]] + ([_UFUNCS[op.op_abc]] if len(orders) == 3 else [])
     compute = op.compute
-
     in_order = not any(orders)  # operands already in out's order: no views to make
 
     def call(arrays, out=None, scalars=None):
