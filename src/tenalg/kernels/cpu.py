@@ -632,6 +632,20 @@ def _for_each_width(builder, width, widths, emit):
             emit(w)
 
 
+def _for_each_format(builder, storage, mark, emit):
+    """Codegen: ``emit(code)`` for data of Numba type ``storage``: code 0 for a float type;
+    for 16-bit bits (uint16), one emit per format (1 float16, 2 bfloat16), run where the
+    value ``mark`` says."""
+    if not isinstance(storage, types.Integer):
+        emit(0)
+        return
+    with builder.if_else(builder.icmp_signed("==", mark, ir.IntType(64)(1))) as (half, bfloat):
+        with half:
+            emit(1)
+        with bfloat:
+            emit(2)
+
+
 def _transposed(builder, rows):
     """Codegen: the k vectors ``rows`` (a k x k block, k a power of two, its first stage
     done: see :func:`_first_stage_rows`) transposed by the log2(k) - 1 other stages of
@@ -1192,7 +1206,6 @@ def _add_lane_run(typingctx, flat, off, step, n, width, res, at, fresh, mark):
     with :func:`_reduce_lanes` moving its odometer once a run; of float16 lanes added in
     memory, 17.7 ms on one thread, widened in registers 6.8."""
     bits = res.dtype.bitwidth
-    sixteen = flat.dtype == types.uint16
     widths = [1 << e for e in range((_RUN_VECTORS * _VECTOR_BITS // bits).bit_length())
               ] if _lane_sums(flat.dtype, res.dtype) else []  # else never run: see _add_run
 
@@ -1228,18 +1241,8 @@ def _add_lane_run(typingctx, flat, off, step, n, width, res, at, fresh, mark):
             for p, total in zip(where, totals, strict=True):
                 builder.store(builder.load(total), p, align=bits // 8)
 
-        def emit(lanes):  # 16-bit terms: a loop per format
-            if not sixteen:
-                add_lanes(lanes, 0)
-                return
-            half = builder.icmp_signed("==", mark, ir.IntType(64)(1))
-            with builder.if_else(half) as (float16, bfloat16):
-                with float16:
-                    add_lanes(lanes, 1)
-                with bfloat16:
-                    add_lanes(lanes, 2)
-
-        _for_each_width(builder, width, widths, emit)
+        _for_each_width(builder, width, widths, lambda lanes: _for_each_format(
+            builder, sig.args[0].dtype, mark, lambda code: add_lanes(lanes, code)))
         return context.get_dummy_value()
 
     sig = types.void(flat, types.int64, types.int64, types.int64, types.int64, res,
@@ -1657,14 +1660,7 @@ def _row_total(typingctx, x, off, n, mark, like, op):
             z.imag = builder.extract_element(v, i32(1)) if parts == 2 else ir.Constant(wide, 0)
             builder.store(z._getvalue(), result)
 
-        if isinstance(storage, types.Integer):  # 16-bit bits: one loop for each format
-            with builder.if_else(builder.icmp_signed("==", mark, i64(1))) as (half, bfloat):
-                with half:
-                    body(1)
-                with bfloat:
-                    body(2)
-        else:
-            body(0)
+        _for_each_format(builder, storage, mark, body)  # 16-bit bits: a loop per format
         return builder.load(result)
 
     return compute(x, types.int64, types.int64, types.int64, like, op), codegen
