@@ -832,6 +832,24 @@ def test_reduce_lanes_in_registers_keep_the_cascade_order(dtype, shape, cut):
     np.testing.assert_array_equal(out, cascade_sum(terms, cpu._RUN_BLOCK))
 
 
+@pytest.mark.parametrize("dtype, compute", [(F32, F32), (F64, F64), (F16, F32), (BF16, F32)])
+@pytest.mark.parametrize("op", list(Reduce))
+def test_reduce_strided_lanes_keep_the_cascade_order(dtype, compute, op):
+    """Lanes that are not contiguous (a partial trace's, 3 elements apart here) combine
+    each walk step's terms in order, _BLOCK steps a run on the pairwise cascade: bit for
+    bit, whether the terms add as they load (sums, products) or through the buffer."""
+    a = values(np.random.default_rng(5), (3, 70, 57, 4), dtype)
+    view = a[:, :, ::3, 1].transpose(0, 2, 1)  # (outer, lanes 3 apart, walk of 70 steps)
+    out = np.full(view.shape[:2], np.nan, compute)
+    layout = cpu._reduce_prep(cpu._layout(out), cpu._layout(out), cpu._layout(view), 2)
+    assert layout[5] == 1 and abs(layout[2][2, -1]) == 12  # no reduced row; lanes 3 apart
+    cpu.reduce(out, view, op=op, alpha=1, beta=0, c=None, unary_a=Unary.IDENTITY,
+               unary_c=Unary.IDENTITY, compute=compute)
+    combine, identity = ROW_OPS[op]
+    terms = view.astype(compute).transpose(2, 0, 1)
+    np.testing.assert_array_equal(out, cascade_sum(terms, cpu._BLOCK, combine, identity))
+
+
 def row_total_order(row, compute, op=Reduce.SUM):
     """The op-reduction of ``row`` in the order of cpu._row_total: terms of _ROW_VECTORS
     vectors of lanes (real parts) on a cascade of blocks, the vectors pairwise, each
