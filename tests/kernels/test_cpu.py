@@ -852,9 +852,9 @@ def test_reduce_strided_lanes_keep_the_cascade_order(dtype, compute, op):
 
 def row_total_order(row, compute, op=Reduce.SUM):
     """The op-reduction of ``row`` in the order of cpu._row_total: terms of _ROW_VECTORS
-    vectors of lanes (real parts) on a cascade of blocks, the vectors pairwise, each
-    vector's halves until one lane (two: real, imaginary) is left, the leftover elements
-    combined last."""
+    vectors of lanes (real parts) on a cascade of blocks, the vectors pairwise, then with
+    the leftover whole vectors, each vector's halves until one lane (two: real,
+    imaginary) is left, the leftover elements combined last."""
     combine, identity = ROW_OPS[op]
     compute = np.dtype(compute)
     part = np.finfo(compute).dtype
@@ -868,11 +868,16 @@ def row_total_order(row, compute, op=Reduce.SUM):
     vs = np.split(lanes, cpu._ROW_VECTORS)
     while len(vs) > 1:
         vs = [combine(vs[i], vs[i + 1]) for i in range(0, len(vs), 2)]
-    v = vs[0]
+    size = width // cpu._ROW_VECTORS
+    done = terms * width + (len(flat) - terms * width) // size * size
+    rest = np.full(size, identity, part)
+    for at in range(terms * width, done, size):
+        rest = combine(rest, flat[at:at + size])
+    v = combine(vs[0], rest)
     while len(v) > parts:
         v = combine(v[:len(v) // 2], v[len(v) // 2:])
     tail = np.full(parts, identity, part)
-    for at in range(terms * width, len(flat), parts):
+    for at in range(done, len(flat), parts):
         tail = combine(tail, flat[at:at + parts])
     v = combine(v, tail)
     return compute.type(complex(*v) if compute.kind == "c" else v[0])

@@ -1527,7 +1527,7 @@ def _reduce_kernel(free_shape, offs, strides, lanes, lane_w, row_len, row_stride
 _REDUCE = _twins(_reduce_kernel)
 
 
-_ROW_VECTORS = 4  # vector registers of lanes that a contiguous row's sum adds side by side
+_ROW_VECTORS = 8  # vector registers of lanes that a contiguous row's sum adds side by side
 _SQUARES = 4  # the op code of a sum of squares (of _row_total only)
 
 
@@ -1547,7 +1547,8 @@ def _row_total(typingctx, x, off, n, mark, like, op):
     fixed order: the row read as terms of _ROW_VECTORS vectors of lanes, each block of
     _BLOCK terms combined in order from op's identity in vector registers, the blocks
     merged lane by lane on a pairwise cascade (older op newer) held on the stack, the
-    vectors then combined pairwise ((v0 op v1) op (v2 op v3)), each vector's halves until
+    vectors then combined pairwise ((v0 op v1) op (v2 op v3) ...), then with the whole
+    vectors left over (combined on their own in order), each vector's halves until
     one lane is left (two for complex sums, whose lanes alternate real and imaginary
     parts), and the elements left over, combined on their own in order, last.  A sum's
     error bound is NumPy's pairwise one (16 terms in order, then pairs); it reduces the
@@ -1647,14 +1648,20 @@ def _row_total(typingctx, x, off, n, mark, like, op):
             vs = [builder.load(acc) for acc in accs]
             while len(vs) > 1:
                 vs = [combine(vs[i], vs[i + 1]) for i in range(0, len(vs), 2)]
-            v = vs[0]
+            done = builder.mul(terms, i64(width))
+            rest = cgutils.alloca_once_value(builder, identity(lanes))
+            vectors = builder.sdiv(builder.sub(count, done), i64(lanes))
+            with cgutils.for_range(builder, vectors) as e:
+                at = builder.add(first, builder.add(done, builder.mul(e.index, i64(lanes))))
+                builder.store(combine(builder.load(rest), load(at, lanes, code)), rest)
+            v = combine(vs[0], builder.load(rest))
             while v.type.count > parts:
                 h = v.type.count // 2
                 v = combine(*(builder.shuffle_vector(
                     v, v, ir.Constant(ir.VectorType(i32, h), list(range(s, s + h))))
                     for s in (0, h)))
             tail = cgutils.alloca_once_value(builder, identity(parts))
-            done = builder.mul(terms, i64(width))
+            done = builder.add(done, builder.mul(vectors, i64(lanes)))
             left = builder.sdiv(builder.sub(count, done), i64(parts))
             with cgutils.for_range(builder, left) as e:
                 at = builder.add(first, builder.add(done, builder.mul(e.index, i64(parts))))
