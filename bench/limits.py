@@ -14,6 +14,11 @@ workloads use medians); other processes on the machine lower both alike.
 - ``read``: a Numba ``prange`` sum, the limit of reductions.
 - ``gemm-f32``, ``gemm-f64``: ``np.matmul`` (BLAS, all cores).
 
+The bandwidth limits are also measured in each workload's own rounds (:class:`Probes`,
+:data:`IN_ROUNDS`): the host's bandwidth wanders by up to 2x within minutes, and a
+fraction of a limit measured at another time says as much about the host as about the
+engine.
+
 :func:`line_reads` (``python -m tenalg.bench.limits``) is a diagnostic, not a limit of
 the table: the rate at which a plain ``prange`` loop reads isolated cache lines, the
 ceiling of diagonal reads (docs/bench.md).
@@ -81,45 +86,72 @@ def _copy_new(src):
     return dst
 
 
-def measure_limits(quick=False, budget=0.5):
-    """Bandwidths in bytes/s and GEMM peaks in flop/s, keyed as :data:`KEYS`.
+# the measurements behind each limit (the limit is the best of them)
+SOURCES = {"copy": ("copy-1t", "copy-mt"), "copy-new": ("copy-new-1t", "copy-new-mt"),
+           "read": ("read",), "gemm-f32": ("gemm-f32",), "gemm-f64": ("gemm-f64",)}
+IN_ROUNDS = ("copy", "copy-new", "read")  # limits also measured in each workload's rounds
+
+
+class Probes:
+    """The functions timed for the limits, on arrays made once: ``fns`` and ``work`` (bytes
+    or flops a call) by measurement (the keys of :data:`SOURCES`' values).
 
     Bandwidths use 128 MB arrays (well beyond the caches); GEMMs 2048^2 matrices, or
     1024^2 when ``quick``.
+
+    >>> probes = Probes(quick=True)
+    >>> probes.limits({key: [1.0] for key in probes.fns})["copy"] == 2 * 128 * 2**20
+    True
     """
-    elements = 16 * 1024 * 1024
-    n = 1024 if quick else 2048
-    rng = np.random.default_rng(0)
-    src = rng.random(elements)
-    dst = np.empty_like(src)
-    a32 = rng.random((n, n), dtype=np.float32)
-    b32 = rng.random((n, n), dtype=np.float32)
-    a64, b64 = a32.astype(np.float64), b32.astype(np.float64)
-    fns = {
-        "copy-1t": lambda: np.copyto(dst, src),
-        "copy-mt": lambda: _parallel_copy(dst, src),
-        "copy-new-1t": src.copy,
-        "copy-new-mt": lambda: _copy_new(src),
-        "read": lambda: _parallel_sum(src),
-        "gemm-f32": lambda: np.matmul(a32, b32),
-        "gemm-f64": lambda: np.matmul(a64, b64),
-    }
-    for fn in fns.values():
-        fn()  # compile, fault the pages in
-    times = measure(fns, budget)
-    work = {
-        "copy-1t": 2 * src.nbytes,
-        "copy-mt": 2 * src.nbytes,
-        "copy-new-1t": 2 * src.nbytes,
-        "copy-new-mt": 2 * src.nbytes,
-        "read": src.nbytes,
-        "gemm-f32": 2 * n**3,
-        "gemm-f64": 2 * n**3,
-    }
-    limits = {key: work[key] / min(times[key]) for key in fns}
-    limits["copy"] = max(limits["copy-1t"], limits["copy-mt"])
-    limits["copy-new"] = max(limits["copy-new-1t"], limits["copy-new-mt"])
-    return {key: limits[key] for key in KEYS}
+
+    def __init__(self, quick=False):
+        elements = 16 * 1024 * 1024
+        n = 1024 if quick else 2048
+        rng = np.random.default_rng(0)
+        src = rng.random(elements)
+        dst = np.empty_like(src)
+        a32 = rng.random((n, n), dtype=np.float32)
+        b32 = rng.random((n, n), dtype=np.float32)
+        a64, b64 = a32.astype(np.float64), b32.astype(np.float64)
+        self.fns = {
+            "copy-1t": lambda: np.copyto(dst, src),
+            "copy-mt": lambda: _parallel_copy(dst, src),
+            "copy-new-1t": src.copy,
+            "copy-new-mt": lambda: _copy_new(src),
+            "read": lambda: _parallel_sum(src),
+            "gemm-f32": lambda: np.matmul(a32, b32),
+            "gemm-f64": lambda: np.matmul(a64, b64),
+        }
+        copy = 2 * src.nbytes
+        self.work = {"copy-1t": copy, "copy-mt": copy, "copy-new-1t": copy,
+                     "copy-new-mt": copy, "read": src.nbytes, "gemm-f32": 2 * n**3,
+                     "gemm-f64": 2 * n**3}
+        for fn in self.fns.values():
+            fn()  # compile, fault the pages in
+
+    def in_rounds(self, limit):
+        """The measurements to time in the rounds of a workload whose limit is ``limit``
+        (none for the GEMM peaks: a 2048^2 float64 product takes half a second)."""
+        return SOURCES[limit] if limit in IN_ROUNDS else ()
+
+    def rates(self, times):
+        """{measurement: work per second of its fastest call} for ``times`` (per-call
+        seconds by measurement)."""
+        return {key: self.work[key] / min(t) for key, t in times.items()}
+
+    def limits(self, times):
+        """The limits (keyed as :data:`KEYS`) that per-call ``times`` of every measurement
+        give: each measurement's best rate, each limit the best of its sources."""
+        rates = self.rates(times)
+        best = {limit: max(rates[key] for key in keys) for limit, keys in SOURCES.items()}
+        return {key: rates.get(key, best.get(key)) for key in KEYS}
+
+
+def measure_limits(quick=False, budget=0.5, probes=None):
+    """Bandwidths in bytes/s and GEMM peaks in flop/s, keyed as :data:`KEYS`, timed on
+    ``probes`` (new :class:`Probes` when None)."""
+    probes = probes or Probes(quick)
+    return probes.limits(measure(probes.fns, budget))
 
 
 if __name__ == "__main__":

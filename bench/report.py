@@ -49,6 +49,7 @@ def result_record(result, limits):
             "times_s": times,
             "rate": result.rate(engine),
             "fraction_of_limit": result.fraction(engine, limits),
+            "fraction_of_run_limit": result.fraction(engine, limits, in_rounds=False),
         }
         for engine, times in result.times.items()
     }
@@ -56,6 +57,8 @@ def result_record(result, limits):
         "name": w.name,
         "group": w.group,
         "limit": w.limit,
+        "limit_in_rounds": result.limit_in_rounds,
+        "limit_times_s": result.limit_times,
         "bytes": w.bytes,
         "flops": w.flops,
         "check": result.check,
@@ -99,7 +102,8 @@ def write_chart(path, results, limits):
     _grouped_bars(top, x, fractions)
     top.axhline(1.0, color="grey", linewidth=0.8)
     top.set_ylabel("fraction of the machine's limit")
-    top.set_title("Fraction of the measured limit (read / copy / copy into a new array, GEMM peak)")
+    top.set_title("Fraction of the measured limit (read / copy / copy into a new array in the "
+                  "workload's rounds; GEMM peak of the run)")
     speedups = {}
     for k, r in enumerate(timed):
         for engine, ratios in r.speedups().items():

@@ -38,6 +38,10 @@ class Result:
     check: str = "not compared"  # "ok", "not compared", "mismatch: ...", "skipped: ...",
     #                              "setup failed: ..."
     seconds: float = 0.0  # wall time of the whole workload: setup, warm-up, check, timing
+    # the measurements of the workload's limit timed in its rounds (measurement -> per-call
+    # seconds), and the limit they give (bytes/s); empty and None where none were
+    limit_times: dict[str, list[float]] = field(default_factory=dict)
+    limit_in_rounds: float | None = None
 
     def median(self, engine):
         return statistics.median(self.times[engine])
@@ -47,12 +51,18 @@ class Result:
         work = self.workload.bytes or self.workload.flops
         return work / self.median(engine) if work else None
 
-    def fraction(self, engine, limits):
-        """Fraction of the machine's limit that ``engine`` reached (None without a limit)."""
-        rate = self.rate(engine)
-        if rate is None or self.workload.limit is None:
+    def limit(self, limits, in_rounds=True):
+        """The workload's limit: as measured in its own rounds (where it was and
+        ``in_rounds``), else the run's ``limits`` (None when it has none)."""
+        if self.workload.limit is None:
             return None
-        return rate / limits[self.workload.limit]
+        return (in_rounds and self.limit_in_rounds) or limits[self.workload.limit]
+
+    def fraction(self, engine, limits, in_rounds=True):
+        """Fraction of the workload's :meth:`limit` that ``engine`` reached (None without
+        a limit)."""
+        rate, limit = self.rate(engine), self.limit(limits, in_rounds)
+        return None if rate is None or limit is None else rate / limit
 
     def speedups(self):
         """``{tenalg engine: {baseline: baseline time / tenalg time}}``."""
@@ -93,16 +103,18 @@ class Progress:
         self.stream.flush()
 
 
-def run_workload(workload, budget, min_rounds=MIN_ROUNDS):
+def run_workload(workload, budget, min_rounds=MIN_ROUNDS, probes=None):
     """Set up, warm up, check and time one workload; ``budget`` seconds per engine and at
-    least ``min_rounds`` timed batches each."""
+    least ``min_rounds`` timed batches each.  With ``probes`` (:class:`limits.Probes`),
+    the measurements of the workload's bandwidth limit are timed in the same rounds, as
+    if they were engines."""
     start = time.perf_counter()
-    result = _run_workload(workload, budget, min_rounds)
+    result = _run_workload(workload, budget, min_rounds, probes)
     result.seconds = time.perf_counter() - start
     return result
 
 
-def _run_workload(workload, budget, min_rounds):
+def _run_workload(workload, budget, min_rounds, probes):
     result = Result(workload)
     try:
         fns = workload.setup()
@@ -122,7 +134,15 @@ def _run_workload(workload, budget, min_rounds):
     if workload.compare and len(outputs) > 1:
         result.check = compare(outputs)
     del outputs
-    result.times = measure(fns, max(budget, workload.budget), min_rounds) if fns else {}
+    if not fns:
+        return result
+    probed = {f"limit {key}": probes.fns[key]
+              for key in (probes.in_rounds(workload.limit) if probes else ())}
+    times = measure({**fns, **probed}, max(budget, workload.budget), min_rounds)
+    result.limit_times = {name.split(" ", 1)[1]: times.pop(name) for name in probed}
+    if result.limit_times:
+        result.limit_in_rounds = max(probes.rates(result.limit_times).values())
+    result.times = times
     return result
 
 
@@ -164,14 +184,14 @@ def _widened(value):
     return array.astype(np.complex128 if array.dtype.kind == "c" else np.float64)
 
 
-def run(workloads, budget, min_rounds=MIN_ROUNDS, progress=True, stream=None):
+def run(workloads, budget, min_rounds=MIN_ROUNDS, progress=True, stream=None, probes=None):
     """Run every workload in turn (progress bar on stderr); a list of :class:`Result`."""
     bar = Progress(len(workloads), stream) if progress else None
     results = []
     for workload in workloads:
         if bar:
             bar.step(workload.name)
-        results.append(run_workload(workload, budget, min_rounds))
+        results.append(run_workload(workload, budget, min_rounds, probes))
     if bar:
         bar.done()
     return results
@@ -199,7 +219,7 @@ def format_limits(limits):
 
 def format_table(results, limits):
     """The results table: one row per workload and engine; errors and mismatches below."""
-    header = ("workload", "engine", "median", "rate", "of limit", "tenalg speed-up")
+    header = ("workload", "engine", "median", "rate", "of limit", "limit", "tenalg speed-up")
     blocks = [([header], [])]
     for result in results:
         notes = [f"{e} failed: {m}" for e, m in result.errors.items()]
@@ -219,9 +239,12 @@ def format_table(results, limits):
 def _rows(result, limits):
     w = result.workload
     if not result.times:
-        return [(w.name, "-", "-", "-", "-", "")]
+        return [(w.name, "-", "-", "-", "-", "-", "")]
     speedups = result.speedups()
     unit = "GB/s" if w.bytes else "GFLOP/s"
+    limit = result.limit(limits)
+    if limit is not None:  # the run's limit, where it was not measured in the rounds
+        limit = f"{limit / 1e9:.1f} {unit}{'' if result.limit_in_rounds else ', run'}"
     rows = []
     for k, engine in enumerate(result.times):
         rate, fraction = result.rate(engine), result.fraction(engine, limits)
@@ -231,6 +254,7 @@ def _rows(result, limits):
             format_time(result.median(engine)),
             "-" if rate is None else f"{rate / 1e9:.2f} {unit}",
             "-" if fraction is None else f"{fraction:.2f} {w.limit}",
+            (limit or "-") if k == 0 else "",
             " ".join(f"{b} {x:.2f}x" for b, x in speedups.get(engine, {}).items()),
         ))
     return rows

@@ -219,6 +219,45 @@ def test_speedups_without_competitors_use_the_first_engine():
     assert result.fraction("tenalg-fiber", {}) is None
 
 
+class FakeProbes:
+    """limits.Probes' interface: a 'read' measurement of 1e9 bytes a call, copies
+    measured twice."""
+
+    def __init__(self):
+        self.calls = {key: 0 for key in ("read", "copy-1t", "copy-mt")}
+        self.fns = {key: (lambda key=key: self.count(key)) for key in self.calls}
+
+    def count(self, key):
+        self.calls[key] += 1
+        time.sleep(1e-3 if key == "read" else 2e-3)
+
+    def in_rounds(self, limit):
+        return limits.Probes.in_rounds(self, limit)
+
+    def rates(self, times):
+        return {key: 1e9 / min(t) for key, t in times.items()}
+
+
+def test_run_workload_times_the_bandwidth_limit_in_its_rounds():
+    probes = FakeProbes()
+    result = runner.run_workload(fake(limit="read", bytes=1e9), budget=0.02, probes=probes)
+    assert sorted(result.times) == ["numpy", "tenalg"]  # the probe is not an engine
+    assert list(result.limit_times) == ["read"] and len(result.limit_times["read"]) >= 3
+    assert probes.calls["read"] >= 3 and probes.calls["copy-mt"] == 0
+    assert result.limit_in_rounds == 1e9 / min(result.limit_times["read"])
+    run_limits = {"read": 1e6}  # the run's own limit: used only where none was measured
+    assert result.limit(run_limits) == result.limit_in_rounds
+    assert result.limit(run_limits, in_rounds=False) == 1e6
+    rate = result.rate("tenalg")
+    assert result.fraction("tenalg", run_limits) == pytest.approx(rate / result.limit_in_rounds)
+    assert result.fraction("tenalg", run_limits, in_rounds=False) == pytest.approx(rate / 1e6)
+    copies = runner.run_workload(fake(limit="copy", bytes=1e9), budget=0.02, probes=probes)
+    assert sorted(copies.limit_times) == ["copy-1t", "copy-mt"]  # the limit: the better
+    assert copies.limit_in_rounds == max(1e9 / min(t) for t in copies.limit_times.values())
+    gemm = runner.run_workload(fake(limit="gemm-f64", flops=1e9), budget=0.01, probes=probes)
+    assert gemm.limit_times == {} and gemm.limit_in_rounds is None  # the run's peak only
+
+
 def test_flops_workload_rate():
     result = timed({"tenalg": [0.5]}, limit="gemm-f64", flops=1e9)
     assert result.fraction("tenalg", {"gemm-f64": 4e9}) == 0.5
@@ -233,14 +272,18 @@ def test_format_table_rows_and_notes():
     ok = timed({"tenalg": [1e-3], "numpy": [3e-3]}, name="w-ok", limit="read", bytes=3e7)
     broken = runner.Result(fake(name="w-bad"), check="skipped: not yet",
                            errors={"torch": "ImportError: x"})
-    lines = runner.format_table([ok, broken], LIMITS).splitlines()
-    assert lines[0].split() == ["workload", "engine", "median", "rate", "of", "limit",
+    probed = timed({"tenalg": [1e-3]}, name="w-probed", limit="read", bytes=3e7)
+    probed.limit_in_rounds = 1.5e10
+    lines = runner.format_table([ok, probed, broken], LIMITS).splitlines()
+    assert lines[0].split() == ["workload", "engine", "median", "rate", "of", "limit", "limit",
                                 "tenalg", "speed-up"]
     assert lines[2].split() == ["w-ok", "tenalg", "1", "ms", "30.00", "GB/s", "1.00", "read",
-                                "numpy", "3.00x"]
+                                "30.0", "GB/s,", "run", "numpy", "3.00x"]
     assert lines[3].split() == ["numpy", "3", "ms", "10.00", "GB/s", "0.33", "read"]
-    assert lines[4].split()[:2] == ["w-bad", "-"]
-    assert lines[5:] == ["  ! torch failed: ImportError: x", "  ! skipped: not yet"]
+    assert lines[4].split() == ["w-probed", "tenalg", "1", "ms", "30.00", "GB/s", "2.00",
+                                "read", "15.0", "GB/s"]
+    assert lines[5].split()[:2] == ["w-bad", "-"]
+    assert lines[6:] == ["  ! torch failed: ImportError: x", "  ! skipped: not yet"]
 
 
 def test_format_time_and_limits():
@@ -277,6 +320,13 @@ def test_json_report(tmp_path):
     assert record["engines"]["tenalg"]["median_s"] == 2e-3
     assert record["engines"]["tenalg"]["times_s"] == [1e-3, 2e-3, 3e-3]
     assert record["engines"]["numpy"]["fraction_of_limit"] == pytest.approx(1 / 3)
+    assert record["limit_in_rounds"] is None and record["limit_times_s"] == {}
+    ok.limit_in_rounds, ok.limit_times = 2e10, {"read": [2e-3]}
+    report.write_json(path, [ok], LIMITS, {"quick": True})
+    (record,) = json.loads(path.read_text())["results"]
+    assert record["limit_in_rounds"] == 2e10 and record["limit_times_s"] == {"read": [2e-3]}
+    assert record["engines"]["numpy"]["fraction_of_limit"] == pytest.approx(0.5)
+    assert record["engines"]["numpy"]["fraction_of_run_limit"] == pytest.approx(1 / 3)
     assert record["speedup"] == {"tenalg": {"numpy": 2.0}}
 
 
@@ -299,6 +349,19 @@ def test_measure_limits_gives_every_limit():
     assert tuple(measured) == limits.KEYS
     assert all(v > 0 for v in measured.values())
     assert measured["copy"] == max(measured["copy-1t"], measured["copy-mt"])
+
+
+def test_limits_are_the_best_rate_of_each_measurement():
+    probes = limits.Probes(quick=True)
+    times = {key: [4.0, 2.0, 3.0] for key in probes.fns}
+    times["copy-mt"] = [1.0]
+    got = probes.limits(times)
+    copy = probes.work["copy-1t"]
+    assert got["copy-1t"] == copy / 2 and got["copy-mt"] == got["copy"] == copy
+    assert got["read"] == probes.work["read"] / 2 == 64 * 2**20
+    assert got["gemm-f32"] == 2 * 1024**3 / 2
+    assert probes.in_rounds("copy-new") == ("copy-new-1t", "copy-new-mt")
+    assert probes.in_rounds("gemm-f32") == ()
 
 
 def test_line_reads_probe_sums_one_element_a_line():

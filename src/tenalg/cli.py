@@ -96,12 +96,14 @@ def _bench(args):
         return 2
     budget = args.repeat_time if args.repeat_time is not None else (0.2 if args.quick else 0.5)
     # The limits are measured before and after the workloads; each keeps its better value,
-    # so that a burst of load from other processes lowers it less.
-    before = limits.measure_limits(quick=args.quick, budget=min(budget, 0.5))
+    # so that a burst of load from other processes lowers it less.  The bandwidths are
+    # measured in each workload's rounds too (the table's fractions use those).
+    probes = limits.Probes(quick=args.quick)
+    before = limits.measure_limits(budget=min(budget, 0.5), probes=probes)
     # quick: a slow engine is timed once (after its warm-up); else at least 3 times
     results = runner.run(chosen, budget, min_rounds=1 if args.quick else 3,
-                         progress=not args.no_progress)
-    after = limits.measure_limits(quick=args.quick, budget=min(budget, 0.5))
+                         progress=not args.no_progress, probes=probes)
+    after = limits.measure_limits(budget=min(budget, 0.5), probes=probes)
     machine_limits = {key: max(before[key], after[key]) for key in before}
     print(runner.format_limits(machine_limits))
     print(runner.format_table(results, machine_limits))
