@@ -212,16 +212,37 @@ def test_permute_stages_rows_that_alias(dtypes, unary, alpha, avx2, avx512):
     """Out's rows 32 KB apart: tiles whose blocks write less than a cache line of a row
     go through a buffer of out's rows (and say so); partial tiles and blocks included."""
     a = values(np.random.default_rng(8), (3, 70, 45), dtypes[0])
-    view = a.transpose(0, 2, 1)
     out = np.empty((3, 45, cpu._ALIASED // dtypes[1].itemsize), dtypes[1])[:, :, :70]
-    compute = compute_for(*dtypes)
+    about = permuted_like_reference(out, a.transpose(0, 2, 1), alpha, unary)
+    staged = avx512 if cpu._VECTOR_BITS == 512 else avx2
+    assert ("row by row (out's rows 32768 bytes apart)" in about) == staged, about
+
+
+def permuted_like_reference(out, view, alpha, unary):
+    """Permute ``view`` into ``out`` by the kernel, check it against the reference;
+    what the kernel call says of itself."""
+    compute = compute_for(view.dtype, out.dtype)
     call = cpu.permute_call(out, view, alpha=alpha, unary=unary, compute=compute)
     call.run((out, view), (alpha,))
-    want = np.empty(view.shape, dtypes[1])
+    want = np.empty(view.shape, out.dtype)
     reference.permute(want, view, alpha=alpha, unary=unary, compute=compute)
     assert_same(out, want)
+    return call.about
+
+
+@pytest.mark.parametrize("dtypes, unary, alpha, avx2, avx512", ALIASED_CASES)
+def test_permute_stages_tiles_along_the_axis_out_rows_go_on_along(dtypes, unary, alpha,
+                                                                   avx2, avx512):
+    """Staged tiles that span out's rows (of 64) where those rows go on along the next
+    axis (37 positions) are staged that many at once, up to _STAGED_BYTES: runs of 4, 8
+    or 16 tiles and a shorter last one; two tiles along q, the second partial."""
+    a = values(np.random.default_rng(9), (37, 2, 64, 70), dtypes[0])
+    rows = cpu._ALIASED // (64 * dtypes[1].itemsize)  # out's rows along q 64 KB apart
+    out = np.empty((70, 2, rows, 64), dtypes[1])[:, :, :37]
+    about = permuted_like_reference(out, a.transpose(3, 1, 0, 2), alpha, unary)
+    runs = cpu._STAGED_BYTES // (64 * 64 * dtypes[1].itemsize)
     staged = avx512 if cpu._VECTOR_BITS == 512 else avx2
-    assert ("row by row (out's rows 32768 bytes apart)" in call.about) == staged, call.about
+    assert (f"{runs} tiles along the next axis at once" in about) == staged, about
 
 
 def test_permute_tile_groups():
