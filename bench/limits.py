@@ -129,7 +129,8 @@ class Probes:
         for fn in self.fns.values():
             fn()  # compile, fault the pages in
 
-    def in_rounds(self, limit):
+    @staticmethod
+    def in_rounds(limit):
         """The measurements to time in the rounds of a workload whose limit is ``limit``
         (none for the GEMM peaks: a 2048^2 float64 product takes half a second)."""
         return SOURCES[limit] if limit in IN_ROUNDS else ()

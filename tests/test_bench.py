@@ -231,8 +231,7 @@ class FakeProbes:
         self.calls[key] += 1
         time.sleep(1e-3 if key == "read" else 2e-3)
 
-    def in_rounds(self, limit):
-        return limits.Probes.in_rounds(self, limit)
+    in_rounds = staticmethod(limits.Probes.in_rounds)
 
     def rates(self, times):
         return {key: 1e9 / min(t) for key, t in times.items()}

@@ -73,12 +73,12 @@ _TILES = (64, 64, 4)  # permutation tiles: along p, along q, group side
 # (32 KB) 58 -> 27 ms; not below: 8000^2 float32 (32000 B) would be 1.2x slower, 2048^2
 # float64 (16 KB) and 8192^2 float16 (16 KB) gain nothing
 _ALIASED = 1 << 15
-# Staged tiles at consecutive positions of the axis after p in out (r), where out's rows
-# go on along it, are staged together up to this many bytes: each of out's rows is then
-# written in one run of them all.  Measured on Zen 1, 2 threads, (64,)*4 float64 permuted
-# (3, 1, 0, 2) (out's rows 2 MB apart, runs of 512 bytes -> 2 KB) into out 32.5 -> 28.5 ms,
-# into a new array 43.5 -> 39.9, float32 into out 16.7 -> 14.4; (32,)*4 float64 into out
-# 2.31 -> 1.84 ms
+# Staged tiles at consecutive positions of the tile kernel's axis r (the one before q),
+# where out's rows go on along it, are staged together up to this many bytes: each of
+# out's rows is then written in one run of them all (:func:`_staged_along_r`).  Measured
+# on Zen 1, 2 threads, (64,)*4 float64 permuted (3, 1, 0, 2) (out's rows 2 MB apart, runs
+# of 512 bytes -> 2 KB) into out 32.5 -> 28.5 ms, into a new array 43.5 -> 39.9, float32
+# into out 16.7 -> 14.4; (32,)*4 float64 into out 2.31 -> 1.84 ms
 _STAGED_BYTES = 1 << 17
 _MICRO = 8  # side of the blocks a plain-copy tile moves in (unrolled, vectorised)
 # Width of the vectors a plain-copy block moves: whole 64-byte lines where AVX-512 has the
