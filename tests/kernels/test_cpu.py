@@ -911,15 +911,15 @@ REAL_ROWS = [(F32, F32), (F64, F64), (F16, F32), (BF16, F32), (F32, F64)]
     *((d, c, Reduce.SUM) for d, c in REAL_ROWS + [(C64, C64), (C128, C128), (F32, C64)]),
     *((d, c, op) for d, c in REAL_ROWS for op in (Reduce.PRODUCT, Reduce.MIN, Reduce.MAX))])
 def test_row_totals_keep_their_order(dtype, compute, op):
-    """Contiguous rows reduced whole (lanes in vector registers, blocks on a cascade, one
-    reduction of the lanes): bit for bit the order of :func:`row_total_order`, for rows
+    """Contiguous rows reduced whole, two a call (lanes in vector registers, blocks on a
+    cascade, one reduction of the lanes): bit for bit the order of :func:`row_total_order`, for rows
     shorter than a term, of whole and partial blocks and of cascades several levels deep
     (sums of terms of many magnitudes, products of terms near 1), at an offset; min and
     max see signed zeros and infinities everywhere and a NaN in some rows."""
     import numba
 
-    total = numba.njit(lambda x, off, n, mark, like, op: cpu._row_reduce(x, off, n, mark,
-                                                                          like, op))
+    totals = numba.njit(lambda res, w, x, off, step, n, mark, op: cpu._row_totals(
+        res, w, x, off, step, n, mark, op))
     part = np.finfo(np.dtype(compute)).dtype
     width = cpu._ROW_VECTORS * cpu._VECTOR_BITS // (8 * part.itemsize)
     width //= 2 if dtype.kind == "c" else 1  # elements a term holds
@@ -927,21 +927,24 @@ def test_row_totals_keep_their_order(dtype, compute, op):
     rng = np.random.default_rng(width)
     for n in (0, 1, width - 1, width, width + 3, block, block + width, 3 * block + 5,
               13 * block + 2 * width + 7):
+        size = 2 * n + 5  # two rows of n, from 3 and n + 5
         if op is Reduce.SUM:
-            row = values(rng, n + 3, dtype) * np.exp(rng.uniform(-8, 8, n + 3))
+            row = values(rng, size, dtype) * np.exp(rng.uniform(-8, 8, size))
         elif op is Reduce.PRODUCT:
-            row = 1 + rng.uniform(-0.01, 0.01, n + 3)
+            row = 1 + rng.uniform(-0.01, 0.01, size)
         else:
-            row = values(rng, n + 3, F64)
-            row[rng.integers(0, n + 3, 4)] = [0.0, -0.0, np.inf, -np.inf]
+            row = values(rng, size, F64)
+            row[rng.integers(0, size, 8)] = [0.0, -0.0, np.inf, -np.inf] * 2
             if n % 2:
-                row[rng.integers(3, n + 3)] = np.nan
+                row[rng.integers(3, size)] = np.nan
         row = row.astype(dtype)
         bits = row.view(np.uint16) if dtype.itemsize == 2 else row
-        got = total(bits, 3, n, cpu._FORMATS.get(dtype, 0), compute.type(0), cpu._OPS[op])
-        want = row_total_order(row[3:], compute, op)
-        both_nan = np.isnan(got) and np.isnan(want)  # NaN payloads may differ
-        assert both_nan or compute.type(got).tobytes() == want.tobytes(), n
+        got = np.empty(2, compute)
+        totals(got, 2, bits, 3, n + 2, n, cpu._FORMATS.get(dtype, 0), cpu._OPS[op])
+        for t, start in enumerate((3, n + 5)):
+            want = row_total_order(row[start:start + n], compute, op)
+            both_nan = np.isnan(got[t]) and np.isnan(want)  # NaN payloads may differ
+            assert both_nan or got[t].tobytes() == want.tobytes(), (n, t)
 
 
 @pytest.mark.parametrize("dtype", [F32, F64, F16, BF16])
