@@ -581,11 +581,18 @@ def test_supports_16_bit_data_that_numpy_would_convert_from_4096_elements():
     assert not cpu.supports("reduction", (F32, F32), 2, 1 << 12)
 
 
-def test_supports_small_reductions_with_short_inner_loops():
-    """'iij->j' on (2048, 2048, 8): the input's fastest loop has 8 elements."""
+def test_supports_small_reductions_that_numpy_runs_in_many_inner_loops():
+    """'iij->j' on (2048, 2048, 8): NumPy's inner loop (along the input's fastest loop)
+    runs 2048 times; a sum of (32, 32, 32) over axis 1 1024 times, over axis 0 (j and k
+    fused) 32 times, of (128, 128) over axis 1 128 times."""
     iij = [Loop(8, (1, 1), False, ("j",)), Loop(2048, (0, 16392), True, ("i",))]
     rows = [Loop(128, (1, 128), False, ("i",)), Loop(128, (0, 1), True, ("j",))]
+    middle = [Loop(32, (32, 1024), False, ("i",)), Loop(32, (0, 32), True, ("j",)),
+              Loop(32, (1, 1), False, ("k",))]
+    first = [Loop(32, (0, 1024), True, ("i",)), Loop(1024, (1, 1), False, ("j", "k"))]
     assert cpu.supports("reduction", (F64, F64), 2, 1 << 14, loops=iij)
+    assert cpu.supports("reduction", (F64, F64), 3, 1 << 15, loops=middle)
+    assert not cpu.supports("reduction", (F64, F64), 2, 1 << 15, loops=first)
     assert not cpu.supports("reduction", (F64, F64), 2, 1 << 14, loops=rows)
     assert not cpu.supports("reduction", (F64, F64), 2, 64, loops=iij[:1])
     assert not cpu.supports("permutation", (F64, F64), 2, 1 << 14, loops=iij)

@@ -125,8 +125,11 @@ _REAL_SUMS = (np.dtype(np.float32), np.dtype(np.float64))
 # Below these sizes NumPy's reference path has lower overhead (measured on contiguous data)
 _MIN_ELEMENTS = {"permutation": 1 << 15, "reduction": 1 << 19, "elementwise_binary": 1 << 18,
                  "elementwise_trinary": 1 << 18}
-# ... unless NumPy's inner loop would be shorter than this (reductions of at least so many)
-_SHORT_INNER, _MIN_SHORT_INNER = 16, 1 << 12
+# ... unless NumPy would run its inner loop this many times (a reduction of at least
+# _MIN_SLOW_NUMPY elements): each run costs it some 20 ns (a float64 sum of (32, 32, 32)
+# over axis 1, 1024 runs, NumPy 22.5 us, the kernels 15.9, on Zen 4; of (256, 128) over
+# axis 1, 256 runs, 11.1 and 14.1)
+_NUMPY_LOOPS, _MIN_SLOW_NUMPY = 1 << 9, 1 << 12
 # Permutations whose tiles (out's fastest extent x a's) hold fewer elements than this cost
 # more per element than NumPy's loop: only two threads make up for it (a 15^4 block's
 # 15 x 15 tiles, (2, 0, 3, 1): 0.78x NumPy's speed on one thread; 16 x 16: 1.0-1.2x)
@@ -2243,8 +2246,9 @@ def _min_elements(kind, loops):
     """The problem size from which the kernels beat NumPy, for this kind and layout."""
     if loops and kind == "reduction":
         inner = _fastest(loops, 1)
-        if inner is not None and inner.extent < _SHORT_INNER:
-            return _MIN_SHORT_INNER
+        runs = math.prod(loop.extent for loop in loops) // inner.extent if inner else 0
+        if runs >= _NUMPY_LOOPS:  # NumPy's inner loop (along a's fastest axis) runs often
+            return _MIN_SLOW_NUMPY
     if loops and kind == "permutation":
         row, inner = _fastest(loops, 0), _fastest(loops, 1)
         if row is not None and row is inner:
@@ -2257,12 +2261,13 @@ def _min_elements(kind, loops):
 def supports(kind, dtypes, ndim, elements, loops=None):
     """Whether the Numba kernels should run this problem (large enough, known dtypes).
 
-    ``loops`` (the layout's, optional) refines the size needed: a reduction whose input's
-    smallest-stride loop is short qualifies smaller, where NumPy's inner loop would be
-    too short to amortise its per-loop cost (``iij->j`` on (2048, 2048, 8): 8 elements a
-    loop); a permutation that keeps the innermost axis needs more, the longer its rows
-    (NumPy copies them whole), and one whose tiles are small two threads' worth.  16-bit
-    data that NumPy would convert qualifies from _MIN_SHORT_INNER elements: a float16 sum
+    ``loops`` (the layout's, optional) refines the size needed: a reduction qualifies
+    smaller where NumPy would run its inner loop (along the input's smallest-stride loop)
+    many times, each run paying its per-loop cost (``iij->j`` on (2048, 2048, 8): 2048
+    runs of 8 elements; a sum of (32, 32, 32) over axis 1: 1024 of 32); a permutation
+    that keeps the innermost axis needs more, the longer its rows (NumPy copies them
+    whole), and one whose tiles are small two threads' worth.  16-bit
+    data that NumPy would convert qualifies from _MIN_SLOW_NUMPY elements: a float16 sum
     of (64, 4096) took 0.82 ms that way on Zen 1, 0.083 ms in the kernels (torch 0.05).
 
     >>> supports("reduction", (np.dtype(np.float32),) * 2, 2, 1 << 20)
@@ -2271,7 +2276,7 @@ def supports(kind, dtypes, ndim, elements, loops=None):
     if not all(np.dtype(d) in STORAGE_TYPES for d in dtypes):
         return False
     if any(d in _FORMATS for d in dtypes) and (kind != "permutation" or len(set(dtypes)) > 1):
-        return elements >= _MIN_SHORT_INNER  # NumPy converts 16-bit storage 5-20x slower
+        return elements >= _MIN_SLOW_NUMPY  # NumPy converts 16-bit storage 5-20x slower
     return elements >= _min_elements(kind, loops)
 
 
