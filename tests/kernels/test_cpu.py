@@ -668,7 +668,7 @@ def test_one_thread_restores_the_thread_count():
 @pytest.mark.parametrize("dtypes", [(d, d) for d in SAME] + MIXED)
 @pytest.mark.parametrize("n", [cpu._LONG_ROW // 2, 3 * cpu._LONG_ROW + 77])
 def test_reduce_long_contiguous_rows(dtypes, n):
-    """Sums of contiguous rows of a KB or more (their own kernel: each row read to its end,
+    """Sums of contiguous rows of 128 bytes or more (their own kernel: each row read whole,
     in the order of :func:`row_total_order`) into a strided output, with alpha, beta and
     C: as the reference, and within a few units of the compute type's rounding of the sum
     of magnitudes."""
