@@ -273,6 +273,25 @@ def test_permute_rows_match_reference(data, lead, n, dtypes, unary, alpha, step)
     assert_same(out, want, exact=unary in EXACT_UNARIES and dtypes[0].kind != "c")
 
 
+@pytest.mark.parametrize("dtype", SAME)
+def test_copy_run_moves_exactly_its_elements(dtype):
+    """A run of n elements moved as vectors, then units: the bits land at the offset, for
+    runs shorter than a vector, of whole vectors and with a tail; nothing else is
+    written."""
+    import numba
+
+    copy = numba.njit(lambda out, o, a, s, n: cpu._copy_run(out, o, a, s, n))
+    storage = np.uint16 if dtype in (F16, BF16) else dtype  # Numba sees 16-bit data as bits
+    k = cpu._VECTOR_BITS // (8 * min(dtype.itemsize, 8))  # units a vector holds
+    for n in (0, 1, k - 1, k, k + 1, 3 * k + 5):
+        a = values(np.random.default_rng(n), n + 9, dtype).view(storage)
+        out = np.full(n + 7, 7, dtype).view(storage)
+        copy(out, 3, a, 5, n)
+        want = np.full(n + 7, 7, dtype).view(storage)
+        want[3:3 + n] = a[5:5 + n]
+        assert want.tobytes() == out.tobytes(), n
+
+
 def test_permute_rows_merge_axes():
     """Axes adjacent in both arrays merge; a's next axis q and out's next axis p go last
     before the row, tiles 8 rows along p (at least 256 bytes), 32 KB in all."""
