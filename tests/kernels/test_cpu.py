@@ -938,10 +938,11 @@ REAL_ROWS = [(F32, F32), (F64, F64), (F16, F32), (BF16, F32), (F32, F64)]
     *((d, c, op) for d, c in REAL_ROWS for op in (Reduce.PRODUCT, Reduce.MIN, Reduce.MAX))])
 def test_row_totals_keep_their_order(dtype, compute, op):
     """Contiguous rows reduced whole, two a call (lanes in vector registers, blocks on a
-    cascade, one reduction of the lanes): bit for bit the order of :func:`row_total_order`, for rows
-    shorter than a term, of whole and partial blocks and of cascades several levels deep
-    (sums of terms of many magnitudes, products of terms near 1), at an offset; min and
-    max see signed zeros and infinities everywhere and a NaN in some rows."""
+    cascade, one reduction of the lanes): bit for bit the order of
+    :func:`row_total_order`, for rows shorter than a term, of whole and partial blocks
+    and of cascades several levels deep (sums of terms of many magnitudes, products of
+    terms near 1), at an offset; min and max see signed zeros and infinities everywhere
+    and a NaN in some rows."""
     import numba
 
     totals = numba.njit(lambda res, w, x, off, step, n, mark, op: cpu._row_totals(
