@@ -948,8 +948,9 @@ def _same_dtype_impl(x, y):
 def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, a):
     """out = scale(unary(a)) tile by tile (tiles: [along p, along q, group, staged, along
     r]); tiles are taken in groups of group x group so that the pages one thread touches
-    stay few (TLB reach), and ``along r`` tiles at once at consecutive positions of the
-    axis r before q (out's rows may go on along it).  A plain copy (code < 0) moves
+    stay few (TLB reach), the groups of a band along q one after the other along p, and
+    ``along r`` tiles at once at consecutive positions of the axis r before q (out's rows
+    may go on along it).  A plain copy (code < 0) moves
     elements directly; a scaled or converting copy (no transform) of float64, or among
     float32 and 16-bit data, is widened, scaled, transposed and narrowed in registers
     (:func:`_move_block`); anything else goes through a buffer, tile by tile.  ``staged``
@@ -961,8 +962,8 @@ def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, 
     tp = (shape[p] + tile_p - 1) // tile_p
     tq = (shape[q] + tile_q - 1) // tile_q
     hp, hq = min(group, tp), min(group, tq)  # group sides, no wider than the tile grid
-    gq = (tq + hq - 1) // hq
-    per_outer = (tp + hp - 1) // hp * gq * hp * hq
+    gp = (tp + hp - 1) // hp
+    per_outer = gp * ((tq + hq - 1) // hq) * hp * hq
     rs = (shape[r] + tr - 1) // tr if nd > 2 else 1  # runs of tr positions along r
     outer = rs
     for ax in range(nd - 3):
@@ -971,8 +972,8 @@ def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, 
     sor, sar = (strides[0, r], strides[1, r]) if nd > 2 else (0, 0)
     for u in prange(outer * per_outer):
         g, k = divmod(u % per_outer, hp * hq)
-        kp = g // gq * hp + k // hq
-        kq = g % gq * hq + k % hq
+        kp = g % gp * hp + k // hq  # groups along p first: out's rows (along q) are
+        kq = g // gp * hq + k % hq  # written whole a band at a time (faulted in so)
         if kp >= tp or kq >= tq:
             continue
         o, s = _offset_pair(u // per_outer // rs, shape, strides, r, offs)
