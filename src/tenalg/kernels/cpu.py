@@ -950,11 +950,11 @@ def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, 
     r]); tiles are taken in groups of group x group so that the pages one thread touches
     stay few (TLB reach), the groups of a band along q one after the other along p, and
     ``along r`` tiles at once at consecutive positions of the axis r before q (out's rows
-    may go on along it).  A plain copy (code < 0) moves
-    elements directly; a scaled or converting copy (no transform) of float64, or among
-    float32 and 16-bit data, is widened, scaled, transposed and narrowed in registers
-    (:func:`_move_block`); anything else goes through a buffer, tile by tile.  ``staged``
-    tiles write out row by row (:func:`_tiles`)."""
+    may go on along it).  A plain copy (code < 0) moves elements directly; a scaled or
+    converting copy (no transform) of float64, or among float32 and 16-bit data, is
+    widened, scaled, transposed and narrowed in registers (:func:`_move_block`); anything
+    else goes through a buffer, tile by tile.  ``staged`` tiles write out row by row
+    (:func:`_tiles`)."""
     nd = shape.shape[0]
     p, q, r = nd - 1, nd - 2, max(nd - 3, 0)
     tile_p, tile_q, group, staged = tiles[0], tiles[1], tiles[2], tiles[3]
@@ -1130,8 +1130,8 @@ def _row_tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, o
         if code < 0:
             _move_rows(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq)
             continue
-        _convert_rows(out, a, ta, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq,
-                      max(code, _IDENTITY), scale, fmt, scal[0])
+        _convert_rows(out, a, ta, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, code, scale,
+                      fmt, scal[0])
 
 
 _ROW_TILES = _twins(_row_tiles_kernel)
@@ -2296,9 +2296,9 @@ def supports(kind, dtypes, ndim, elements, loops=None):
     many times, each run paying its per-loop cost (``iij->j`` on (2048, 2048, 8): 2048
     runs of 8 elements; a sum of (32, 32, 32) over axis 1: 1024 of 32); a permutation
     that keeps the innermost axis needs more, the longer its rows (NumPy copies them
-    whole), and one whose tiles are small two threads' worth.  16-bit
-    data that NumPy would convert qualifies from _MIN_SLOW_NUMPY elements: a float16 sum
-    of (64, 4096) took 0.82 ms that way on Zen 1, 0.083 ms in the kernels (torch 0.05).
+    whole), and one whose tiles are small two threads' worth.  16-bit data that NumPy
+    would convert qualifies from _MIN_SLOW_NUMPY elements: a float16 sum of (64, 4096)
+    took 0.82 ms that way on Zen 1, 0.083 ms in the kernels (torch 0.05).
 
     >>> supports("reduction", (np.dtype(np.float32),) * 2, 2, 1 << 20)
     True
