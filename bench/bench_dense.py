@@ -198,6 +198,8 @@ def workloads():
                limit="read", traffic=lambda a: reduction_bytes(a, (0, 2)), quick=True),
         _dense("sum-512x512x64-f32-axis2", [((512, 512, 64), f32)], _sum(2), limit="read",
                traffic=lambda a: reduction_bytes(a, (2,))),
+        _dense("sum-65536x8x8-f64-axis1", [((65536, 8, 8), f64)], _sum(1), limit="read",
+               traffic=lambda a: reduction_bytes(a, (1,)), quick=True),
         _dense("sum-4096x4096-f16-axis1", [((4096, 4096), f16)], _sum(1), limit="read",
                traffic=lambda a: reduction_bytes(a, (1,)), quick=True),
         _dense("norm-4096x4096-f64", [((4096, 4096), f64)],

@@ -897,6 +897,56 @@ def test_reduce_strided_lanes_keep_the_cascade_order(dtype, compute, op):
     np.testing.assert_array_equal(out, cascade_sum(terms, cpu._BLOCK, combine, identity))
 
 
+@pytest.mark.parametrize("dtype, compute, op", [  # complex products round as NumPy's do not
+    *((d, c, op) for d, c in [(F32, F32), (F64, F64), (F16, F32), (BF16, F32), (F32, F64)]
+      for op in Reduce), (C64, C64, Reduce.SUM)])
+@pytest.mark.parametrize("shape, axes, lanes", [
+    ((300, 8, 8), (1,), slice(None)),        # one walk axis, 8 contiguous lanes
+    ((50, 4, 3, 16), (1, 2), slice(None)),   # two walk axes
+    ((40, 16, 5), (1,), slice(None)),        # lanes narrower than a vector
+    ((30, 9, 12), (1,), slice(None, None, 3)),  # strided lanes
+    ((6, 3, 5, 64), (1, 2), slice(None)),    # wide lanes, two walk axes
+])
+def test_few_terms_combine_in_order(dtype, compute, op, shape, axes, lanes):
+    """Outputs of at most one block of terms and no reduced row (a sum over axis 1 of
+    (16384, 8, 8)) take the few-terms kernel, which combines each output's terms one
+    after the other from op's identity, the walk in its order: bit for bit that order,
+    which is the lane kernel's for one block."""
+    a = values(np.random.default_rng(sum(shape)), shape, dtype)[..., lanes]
+    free = [ax for ax in range(a.ndim) if ax not in axes]
+    view = a.transpose(*free, *axes)
+    out = np.full(view.shape[:len(free)], np.nan, compute)
+    kw = dict(op=op, alpha=1, beta=0, c=None, unary_a=Unary.IDENTITY,
+              unary_c=Unary.IDENTITY, compute=compute)
+    call = cpu.reduce_call(out, view, **kw)
+    assert call.kernel in cpu._FEW_TERMS and "combined in order" in call.about
+    cpu.reduce(out, view, **kw)
+    combine, identity = ROW_OPS[op]
+    terms = view.astype(compute).reshape(out.shape + (-1,))
+    want = np.full(out.shape, identity, compute)
+    for k in range(terms.shape[-1]):
+        want = combine(want, terms[..., k])
+    np.testing.assert_array_equal(out, want)
+
+
+def test_few_terms_up_to_one_block():
+    """Sums of up to a block of walk steps (_RUN_BLOCK where they add in vector
+    registers, else _BLOCK) take the few-terms kernel, in order; one step more leaves
+    them to the lane kernel and its cascade."""
+    kw = dict(op=Reduce.SUM, alpha=1, beta=0, c=None, unary_a=Unary.IDENTITY,
+              unary_c=Unary.IDENTITY)
+    for dtype, compute, block in ((F64, F64, cpu._RUN_BLOCK), (F16, F32, cpu._RUN_BLOCK),
+                                  (F32, F64, cpu._BLOCK)):
+        for steps, kernels in ((block, cpu._FEW_TERMS), (block + 1, cpu._REDUCE)):
+            a = values(np.random.default_rng(steps), (10, steps, 24), dtype)
+            out = np.empty((10, 24), compute)
+            assert cpu.reduce_call(out, a.transpose(0, 2, 1), compute=compute,
+                                   **kw).kernel in kernels, (dtype, steps)
+            cpu.reduce(out, a.transpose(0, 2, 1), compute=compute, **kw)
+            np.testing.assert_array_equal(
+                out, cascade_sum(a.astype(compute).transpose(1, 0, 2), block))
+
+
 def row_total_order(row, compute, op=Reduce.SUM):
     """The op-reduction of ``row`` in the order of cpu._row_total: terms of _ROW_VECTORS
     vectors of lanes (real parts) on a cascade of blocks, the vectors pairwise, then with
