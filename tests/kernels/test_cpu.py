@@ -906,6 +906,8 @@ def test_reduce_strided_lanes_keep_the_cascade_order(dtype, compute, op):
     ((40, 16, 5), (1,), slice(None)),        # lanes narrower than a vector
     ((30, 9, 12), (1,), slice(None, None, 3)),  # strided lanes
     ((6, 3, 5, 64), (1, 2), slice(None)),    # wide lanes, two walk axes
+    ((3, 5, 5000), (1,), slice(None)),       # lanes in two tiles (of _LANES)
+    ((40, 300, 1), (2,), slice(None)),       # no walk: one term, over an axis of one
 ])
 def test_few_terms_combine_in_order(dtype, compute, op, shape, axes, lanes):
     """Outputs of at most one block of terms and no reduced row (a sum over axis 1 of

@@ -1524,7 +1524,15 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
 def _finish(res, w, out, o, so, c, co, sc, tc, codes, scal):
     """out[o + t*so] = alpha * res[t] + beta * unary_c(c[co + t*sc]).  Inlined: called,
     it made a sum over axis 1 of (16384, 8, 8) float64 (8 outputs a call) 1.6x slower on
-    one thread of Zen 4 (642 against 394 us)."""
+    one thread of Zen 4 (642 against 394 us).  Results stored as they are into unit
+    strides take a loop of their own, which vectorises: through the general one, which
+    reads the codes for every output, a float32 sum over axis 1 of (512, 3, 512) took
+    134 us on two threads of Zen 4, 50 so (NumPy 132)."""
+    fmt = codes[6]
+    if not codes[3] and not codes[4] and so == 1:
+        for t in range(w):
+            out[_U(o + t)] = _storage_value(out, res[t], fmt)
+        return
     for t in range(w):
         v = res[t]
         if codes[3]:
@@ -1532,7 +1540,7 @@ def _finish(res, w, out, o, so, c, co, sc, tc, codes, scal):
         if codes[4]:
             x = _unary(codes[2], _like(_load(c[_U(co + t * sc)], tc), v))
             v = v + scal[1] * x if codes[5] else v + x
-        out[_U(o + t * so)] = _storage_value(out, v, codes[6])
+        out[_U(o + t * so)] = _storage_value(out, v, fmt)
 
 
 @njit(**_JIT)
@@ -1601,42 +1609,46 @@ def _reduce_kernel(free_shape, offs, strides, lanes, lane_w, row_len, row_stride
 _REDUCE = _twins(_reduce_kernel)
 
 
-def _few_terms_kernel(free_shape, offs, strides, lanes, starts, run, tc, ta, codes, scal,
-                      out, c, a):
+def _few_terms_kernel(free_shape, offs, strides, lanes, lane_w, starts, run, tc, ta, codes,
+                      scal, out, c, a):
     """:func:`_reduce_kernel` where each output has at most one block of terms: runs of
     run[0] terms run[1] apart that start at a[o + starts[k] + t*lane_stride] (the walk in
-    its order).  Each output position's lanes combine them one after the other from op's
-    identity, the order in which :func:`_reduce_lanes` combines one block, sums of
-    unit-stride lanes in vector registers (:func:`_add_lane_runs`).  The lane kernel's
-    bookkeeping per unit (odometer, cascade, calls) cost some 250 ns: a sum over axis 1
-    of (16384, 8, 8) float64 took 2.1 ms on two threads of Zen 4, 10x torch's time and
-    slower than NumPy's."""
+    its order).  The lanes of each tile of ``lane_w`` of them combine those one after the
+    other from op's identity, the order in which :func:`_reduce_lanes` combines one
+    block, sums of unit-stride lanes in vector registers (:func:`_add_lane_runs`).  The
+    lane kernel's bookkeeping per unit (odometer, cascade, calls) cost some 250 ns: a sum
+    over axis 1 of (16384, 8, 8) float64 took 2.1 ms on two threads of Zen 4, 10x torch's
+    time and slower than NumPy's; its passes over the lanes' buffers made a "sum" over
+    the last axis of (512, 512, 1) float64 (a copy) 98 us, NumPy 83."""
     nf = free_shape.shape[0]
-    outer = 1
+    tiles = (lanes + lane_w - 1) // lane_w
+    units = tiles
     for ax in range(nf - 1):
-        outer *= free_shape[ax]
+        units *= free_shape[ax]
     op, code, n, step = codes[0], codes[1], run[0], run[1]
-    ls = strides[2, nf - 1]
-    tasks = _task_count(outer, outer * lanes * n * starts.shape[0])
+    so, sc, ls = strides[0, nf - 1], strides[1, nf - 1], strides[2, nf - 1]
+    tasks = _task_count(units, units * lane_w * n * starts.shape[0])
     for task in prange(tasks):
         base = np.empty(3, np.int64)
-        res = np.empty(lanes, scal.dtype)
-        for u in range(task * outer // tasks, (task + 1) * outer // tasks):
-            _offsets(u, free_shape, strides, nf - 1, offs, base)
+        res = np.empty(lane_w, scal.dtype)
+        for u in range(task * units // tasks, (task + 1) * units // tasks):
+            k, t0 = (u, 0) if tiles == 1 else (u // tiles, u % tiles * lane_w)  # (divisions
+            _offsets(k, free_shape, strides, nf - 1, offs, base)  # cost (16384, 8, 8) 15%)
+            w = min(lane_w, lanes - t0)
+            at = base[2] + t0 * ls
             if _in_registers(op, code, ls, a, res):
                 for k in range(starts.shape[0]):
-                    _add_lane_runs(a, base[2] + starts[k], step, n, lanes, res, 0, k == 0,
-                                   ta[0])
+                    _add_lane_runs(a, at + starts[k], step, n, w, res, 0, k == 0, ta[0])
             else:
-                res[:] = _IDENTITY_VALUE[op]
+                res[:w] = _IDENTITY_VALUE[op]
                 for k in range(starts.shape[0]):
                     for i in range(n):
-                        o = base[2] + starts[k] + i * step
-                        for t in range(lanes):
+                        o = at + starts[k] + i * step
+                        for t in range(w):
                             v = _unary(code, _like(_load(a[_U(o + t * ls)], ta), res[0]))
                             res[t] = _combine(op, res[t], v)
-            _finish(res, lanes, out, base[0], strides[0, nf - 1], c, base[1],
-                    strides[1, nf - 1], tc, codes, scal)
+            _finish(res, w, out, base[0] + t0 * so, so, c, base[1] + t0 * sc, sc, tc, codes,
+                    scal)
 
 
 _FEW_TERMS = _twins(_few_terms_kernel)
@@ -2665,9 +2677,9 @@ def _reduce_call(out_layout, c_layout, a_layout, codes, compute, threads):
     few = _few_terms(prep, codes, a_layout[2], compute)
     if few is not None:
         about = (f"{few[0].size * few[1][0]} terms per output combined in order, lanes of "
-                 f"{lanes} outputs side by side")
+                 f"{prep[4]} outputs side by side")
         return _Call(_FEW_TERMS[threads == 1], free_shape, offs,
-                     (strides, lanes, *few, *marks), sources, 2, compute,
+                     (strides, lanes, prep[4], *few, *marks), sources, 2, compute,
                      _on_threads(about, threads))
     parts = [f"lanes of {prep[4]} outputs side by side"]
     if row_len > 1:
@@ -2687,7 +2699,7 @@ def _reduce_call(out_layout, c_layout, a_layout, codes, compute, threads):
 
 def _few_terms(prep, codes, a_type, compute):
     """(starts, run) of :func:`_few_terms_kernel`: the walk in its order, where each output
-    of :func:`_reduce_kernel` would reduce one block of terms in one lane tile, no row;
+    of :func:`_reduce_kernel` would reduce one block of terms, no row;
     else None (an empty reduction too: the lane kernel gives op's identity).  A block is
     _RUN_BLOCK terms where the lanes add in vector registers (:func:`_in_registers`),
     else _BLOCK."""
@@ -2696,8 +2708,7 @@ def _few_terms(prep, codes, a_type, compute):
                     and (a_type == compute or (a_type in _FORMATS and compute == np.float32))
                     and compute.kind == "f")
     block = _RUN_BLOCK if in_registers else _BLOCK
-    if (row_len != 1 or nsplit > 1 or lanes > lane_w
-            or not 0 < math.prod(walk_shape) <= block):
+    if row_len != 1 or nsplit > 1 or not 0 < math.prod(walk_shape) <= block:
         return None
     if not len(walk_shape):
         return np.zeros(1, np.int64), np.array([1, 0], np.int64)
