@@ -633,14 +633,20 @@ def test_supports_row_permutations_by_row_length():
 
 
 def test_supports_permutations_with_small_tiles_from_two_threads_of_work():
-    """Tiles smaller than 16 x 16 (out's fastest extent times a's) cost more per element
-    than NumPy's loop: those permutations need the work of two threads."""
+    """Tiles smaller than 16 x 16 (out's fastest extent times a's), or narrower than a
+    register block, cost more per element than NumPy's loop: those permutations need the
+    work of two threads."""
     def tiles(n, outer=4096):  # (outer, n, n) -> axes (0, 2, 1)
         return [Loop(outer, (n * n, n * n), False, ("i",)), Loop(n, (1, n), False, ("k",)),
                 Loop(n, (n, 1), False, ("j",))]
     assert not cpu.supports("permutation", (F64, F64), 3, (1 << 18) - 1, loops=tiles(15))
     assert cpu.supports("permutation", (F64, F64), 3, 1 << 18, loops=tiles(15))
     assert cpu.supports("permutation", (F64, F64), 3, 1 << 15, loops=tiles(16))
+    # (64, 512, 2) -> axes (0, 2, 1): tiles of 512 x 2, narrower than a register block
+    narrow = [Loop(64, (1024, 1024), False, ("i",)), Loop(512, (1, 2), False, ("k",)),
+              Loop(2, (512, 1), False, ("j",))]
+    assert not cpu.supports("permutation", (F64, F64), 3, 1 << 16, loops=narrow)
+    assert cpu.supports("permutation", (F64, F64), 3, 1 << 18, loops=narrow)
 
 
 def _narrowing_cases(rng):
