@@ -632,6 +632,18 @@ def test_supports_row_permutations_by_row_length():
     assert cpu.supports("permutation", (F64, F64), 2, 1 << 15, loops=transpose)
 
 
+def test_supports_elementwise_rows_from_min_row():
+    """The row kernel pays per row: elementwise work whose rows (out's fastest loop) are
+    shorter than _MIN_ROW stays on NumPy at any size, longer rows take the kernels."""
+    def rows(n, m=1 << 14):  # (m, n) + (m, 1)
+        return [Loop(m, (n, n, 1), False, ("i",)), Loop(n, (1, 1, 0), False, ("j",))]
+    f32 = (F32, F32, F32)
+    assert not cpu.supports("elementwise_binary", f32, 2, 1 << 24,
+                            loops=rows(cpu._MIN_ROW - 1))
+    assert cpu.supports("elementwise_binary", f32, 2, 1 << 24, loops=rows(cpu._MIN_ROW))
+    assert cpu.supports("elementwise_binary", f32, 1, 1 << 24, loops=rows(1 << 24, 1)[-1:])
+
+
 def test_supports_permutations_with_small_tiles_from_two_threads_of_work():
     """Tiles smaller than 16 x 16 (out's fastest extent times a's), or narrower than a
     register block, cost more per element than NumPy's loop: those permutations need the

@@ -145,6 +145,10 @@ _ROW_ELEMENTS, _MIN_ROWS = 1 << 12, 1 << 18
 # axis 1 36.5 -> 23.0 us, over axis 0 of (512, 512) 49.8 -> 32.3, NumPy 40.7; a 512^2
 # transpose into an array 162 -> 106 us, an add 92 -> 53), mostly from 2^17 and not below
 _SERIAL_WORK = 1 << 18
+# Elementwise rows (out's fastest loop) shorter than this cost the row kernel more per
+# row than NumPy's loop: (64, 512, 8) + (64, 512, 1) float32 835 us on two threads of Zen
+# 4, NumPy 126; rows of 128 (2048, 128) + (2048, 1) 126 against 61, of 256 84 against 57
+_MIN_ROW = 512
 
 
 # --------------------------------------------------------------------------------------
@@ -469,6 +473,11 @@ def _load_row(buf, n, x, off, stride, mark, code, scale, alpha):
         if scale:
             for i in range(n):
                 buf[i] = alpha * buf[i]
+    elif stride == 0:  # a broadcast: one value, transformed once (a scalar loop took
+        buf[0] = _load(x[_U(off)], mark)  # (4096, 1024) + (4096, 1) float32 1.3 ms on two
+        _transform(buf, 1, code, scale, alpha)  # threads of Zen 4, 0.77 so; NumPy 1.57)
+        for i in range(1, n):
+            buf[i] = buf[0]
     else:
         for i in range(n):
             buf[i] = _load(x[_U(off + i * stride)], mark)
@@ -2357,6 +2366,10 @@ def _min_elements(kind, loops, bits):
                 row.extent * inner.extent < _MIN_TILE
                 or min(row.extent, inner.extent) < _plain_side(bits)):
             return _SERIAL_WORK
+    if loops and kind.startswith("elementwise"):
+        row = _fastest(loops, 0)
+        if row is not None and row.extent < _MIN_ROW:
+            return math.inf
     return _MIN_ELEMENTS.get(kind, math.inf)
 
 
@@ -2371,9 +2384,10 @@ def supports(kind, dtypes, ndim, elements, loops=None):
     whole), and one whose tiles are small, or narrower than a register block (moved
     element by element), two threads' worth: on one thread of Zen 4 (64, 512, 4)
     float64 to axes (0, 2, 1) took 70.6 us against NumPy's 42.9, on two (1024, 512, 4)
-    931 against 1269.  16-bit data that NumPy
-    would convert qualifies from _MIN_SLOW_NUMPY elements: a float16 sum of (64, 4096)
-    took 0.82 ms that way on Zen 1, 0.083 ms in the kernels (torch 0.05).
+    931 against 1269.  Elementwise work along rows shorter than _MIN_ROW stays on
+    NumPy.  16-bit data that NumPy would convert qualifies from _MIN_SLOW_NUMPY
+    elements: a float16 sum of (64, 4096) took 0.82 ms that way on Zen 1, 0.083 ms in
+    the kernels (torch 0.05).
 
     >>> supports("reduction", (np.dtype(np.float32),) * 2, 2, 1 << 20)
     True
