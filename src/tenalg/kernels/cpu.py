@@ -473,9 +473,11 @@ def _load_row(buf, n, x, off, stride, mark, code, scale, alpha):
         if scale:
             for i in range(n):
                 buf[i] = alpha * buf[i]
-    elif stride == 0:  # a broadcast: one value, transformed once (a scalar loop took
-        buf[0] = _load(x[_U(off)], mark)  # (4096, 1024) + (4096, 1) float32 1.3 ms on two
-        _transform(buf, 1, code, scale, alpha)  # threads of Zen 4, 0.77 so; NumPy 1.57)
+    elif stride == 0:  # a broadcast: one value, transformed once and copied (loaded
+        # element by element, (4096, 1024) + (4096, 1) float32 took 1.3 ms on two threads
+        # of Zen 4, 0.77 so; NumPy 1.57)
+        buf[0] = _load(x[_U(off)], mark)
+        _transform(buf, 1, code, scale, alpha)
         for i in range(1, n):
             buf[i] = buf[0]
     else:
@@ -1641,8 +1643,8 @@ def _few_terms_kernel(free_shape, offs, strides, lanes, lane_w, starts, run, tc,
         base = np.empty(3, np.int64)
         res = np.empty(lane_w, scal.dtype)
         for u in range(task * units // tasks, (task + 1) * units // tasks):
-            k, t0 = (u, 0) if tiles == 1 else (u // tiles, u % tiles * lane_w)  # (divisions
-            _offsets(k, free_shape, strides, nf - 1, offs, base)  # cost (16384, 8, 8) 15%)
+            pos, t0 = (u, 0) if tiles == 1 else (u // tiles, u % tiles * lane_w)
+            _offsets(pos, free_shape, strides, nf - 1, offs, base)
             w = min(lane_w, lanes - t0)
             at = base[2] + t0 * ls
             if _in_registers(op, code, ls, a, res):
@@ -2720,10 +2722,9 @@ def _reduce_call(out_layout, c_layout, a_layout, codes, compute, threads):
 
 def _few_terms(prep, codes, a_type, compute):
     """(starts, run) of :func:`_few_terms_kernel`: the walk in its order, where each output
-    of :func:`_reduce_kernel` would reduce one block of terms, no row;
-    else None (an empty reduction too: the lane kernel gives op's identity).  A block is
-    _RUN_BLOCK terms where the lanes add in vector registers (:func:`_in_registers`),
-    else _BLOCK."""
+    of :func:`_reduce_kernel` would reduce one block of terms and no row; else None (an
+    empty reduction too: the lane kernel gives op's identity).  A block is _RUN_BLOCK
+    terms where the lanes add in vector registers (:func:`_in_registers`), else _BLOCK."""
     _, _, strides, lanes, lane_w, row_len, _, walk_shape, walk_strides, nsplit, _ = prep
     in_registers = (codes[0] == 0 and codes[1] == _IDENTITY and strides[2, -1] == 1
                     and (a_type == compute or (a_type in _FORMATS and compute == np.float32))
