@@ -253,6 +253,41 @@ def test_permute_tile_groups():
     assert_same(out, a.transpose(2, 1, 0))
 
 
+def test_line_shift_starts_tiles_on_cache_lines():
+    for item in (2, 4, 8, 16):
+        for first in range(0, 256, item):
+            shift = cpu._line_shift(first, item, 64)
+            assert 0 <= shift < 64
+            assert (first + (64 - shift) * item) % 64 == 0  # the second tile starts a line
+    assert cpu._line_shift(3, 8, 64) == 0  # no element starts a line
+
+
+@pytest.mark.parametrize("dtype, out_type, compute, alpha", [
+    (F64, F64, F64, 1), (F32, F32, F32, 1), (F16, F16, F32, 1), (F32, F32, F32, 2),
+    (F32, F16, F32, 2), (C128, C128, C128, 1)])
+@pytest.mark.parametrize("start", [0, 1, 3, 5])
+def test_permute_tiles_shift_onto_cache_lines(dtype, out_type, compute, alpha, start):
+    """Out's rows (long, their starts whole lines apart) that begin anywhere in a cache
+    line: the tiles along them shift so that block rows start on lines, the first tile
+    narrower; every element lands where it belongs and nothing around out is written."""
+    a = values(np.random.default_rng(start), (300, 1037), dtype)
+    item = np.dtype(out_type).itemsize
+    width = 1280  # out's row stride: whole lines for every element size
+    buf = np.full(start + 1037 * width + 64, np.nan, out_type)
+    skew = (-buf.ctypes.data) % 64 // item  # buf[skew] starts a line
+    at = skew + start
+    out = np.lib.stride_tricks.as_strided(buf[at:], (1037, 300), (width * item, item))
+    call = cpu.permute_call(out, a.T, alpha=alpha, unary=Unary.IDENTITY, compute=compute)
+    assert call.static[2][5] == 1 and "onto cache lines" in call.about
+    cpu.permute(out, a.T, alpha=alpha, unary=Unary.IDENTITY, compute=compute)
+    want = (a.T.astype(np.complex128 if dtype.kind == "c" else np.float64) * alpha
+            ).astype(out_type)
+    assert_same(out, want)
+    written = np.zeros(buf.size, bool)
+    written[at + (np.arange(1037)[:, None] * width + np.arange(300)).ravel()] = True
+    assert np.isnan(buf[~written].astype(np.complex128)).all()
+
+
 @SETTINGS
 @given(st.data(), st.lists(st.sampled_from([1, 2, 9, 23]), min_size=0, max_size=3),
        st.sampled_from([1, 2, 4, 16, 33, 130]), dtype_pairs,

@@ -970,21 +970,34 @@ def _same_dtype_impl(x, y):
     return lambda x, y: same
 
 
+@njit(**_JIT)
+def _line_shift(first, item, tile):
+    """How far before a row's start (at address ``first``, elements of ``item`` bytes)
+    tiles of ``tile`` elements begin so that all but the first start on a cache line
+    (0 where no element does)."""
+    if first % item:
+        return 0
+    return (tile - (-first) % _LINE // item) % tile
+
+
 def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, a):
     """out = scale(unary(a)) tile by tile (tiles: [along p, along q, group, staged, along
-    r]); tiles are taken in groups of group x group so that the pages one thread touches
-    stay few (TLB reach), the groups of a band along q one after the other along p, and
+    r, aligned]); tiles are taken in groups of group x group so that the pages one thread
+    touches stay few (TLB reach), the groups of a band along q one after the other along p, and
     ``along r`` tiles at once at consecutive positions of the axis r before q (out's rows
     may go on along it).  A plain copy (code < 0) moves elements directly; a scaled or
     converting copy (no transform) of float64, or among float32 and 16-bit data, is
     widened, scaled, transposed and narrowed in registers (:func:`_move_block`); anything
     else goes through a buffer, tile by tile.  ``staged`` tiles write out row by row
-    (:func:`_tiles`)."""
+    (:func:`_tiles`).  Where ``aligned`` (tiles[5], :func:`_aligns`) the tiles along p
+    start where out's rows reach a cache line, the first one narrower."""
     nd = shape.shape[0]
     p, q, r = nd - 1, nd - 2, max(nd - 3, 0)
     tile_p, tile_q, group, staged = tiles[0], tiles[1], tiles[2], tiles[3]
     tr = min(tiles[4], shape[r]) if nd > 2 else 1
-    tp = (shape[p] + tile_p - 1) // tile_p
+    shift = _line_shift(out.ctypes.data + offs[0] * out.itemsize, out.itemsize,
+                        tile_p) if tiles[5] else 0  # tiles along p start at -shift
+    tp = (shape[p] + shift + tile_p - 1) // tile_p
     tq = (shape[q] + tile_q - 1) // tile_q
     hp, hq = min(group, tp), min(group, tq)  # group sides, no wider than the tile grid
     gp = (tp + hp - 1) // hp
@@ -1004,9 +1017,9 @@ def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, 
         o, s = _offset_pair(u // per_outer // rs, shape, strides, r, offs)
         r0 = u // per_outer % rs * tr
         mr = min(tr, shape[r] - r0) if nd > 2 else 1
-        p0 = kp * tile_p
+        p0 = max(kp * tile_p - shift, 0)
         q0 = kq * tile_q
-        mp = min(tile_p, shape[p] - p0)
+        mp = min(kp * tile_p - shift + tile_p, shape[p]) - p0
         mq = min(tile_q, shape[q] - q0)
         src = s + r0 * sar + p0 * sap + q0 * saq
         dst = o + r0 * sor + p0 * sop + q0 * soq
@@ -2538,7 +2551,10 @@ def _permute_call(out_layout, a_layout, code, scale, compute, threads):
         along_r = _staged_along_r(shape, strides, tiles, out_layout[2].itemsize) if staged else 1
         if along_r > 1:
             how += f", {along_r} tiles along the next axis at once"
-        tiles = np.array([*tiles, staged, along_r], np.int64)
+        aligned = _aligns(shape, strides, tiles, out_layout[2].itemsize)
+        if aligned:
+            how += ", shifted along out's rows onto cache lines"
+        tiles = np.array([*tiles, staged, along_r, aligned], np.int64)
         about = f"tiles of {tiles[0]} x {tiles[1]} in groups of {tiles[2]} x {tiles[2]}, {how}"
     static = (strides, _mark(a_layout[2]), tiles, code, scale, _FORMATS.get(out_layout[2], 0))
     return _Call(twins[threads == 1], shape, offs, static, (0, 1), 1, compute,
@@ -2566,6 +2582,17 @@ def _tile_moves(out_type, a_type, strides, code, compute):
     if staged:
         how += f", then row by row (out's rows {abs(row_bytes)} bytes apart)"
     return how, staged
+
+
+def _aligns(shape, strides, tiles, itemsize):
+    """Whether the tile kernel shifts its tiles along out's rows (p) so that their block
+    rows start on cache lines: out's rows contiguous, at least four tiles long, and all
+    starting at one offset within a line (the other strides whole lines).  Stores that
+    straddle two lines cost a transpose into an existing array 10-25% on Zen 4: 8192^2
+    float32 into a NumPy array (16 bytes past a line) 23.4-28.1 -> 21.0-24.3 ms, 4096^2
+    float64 11.2-11.8 -> 8.8-9.3 ms."""
+    return bool(strides[0, -1] == 1 and _LINE % itemsize == 0 and shape[-1] >= 4 * tiles[0]
+                and all(st * itemsize % _LINE == 0 for st in strides[0, :-1]))
 
 
 def _staged_along_r(shape, strides, tiles, itemsize):
