@@ -11,7 +11,16 @@ import types
 
 import numpy as np
 import pytest
-from tenalg.bench import bench_dense, beside_blas, limits, registry, report, runner, timing
+from tenalg.bench import (
+    against_numpy,
+    bench_dense,
+    beside_blas,
+    limits,
+    registry,
+    report,
+    runner,
+    timing,
+)
 from tenalg.bench.registry import Skip, Workload
 
 
@@ -400,7 +409,7 @@ def test_small_dense_workloads_agree_with_numpy(name):
 
 
 @pytest.mark.parametrize("module", [registry, timing, runner, report, limits, bench_dense,
-                                    beside_blas])
+                                    beside_blas, against_numpy])
 def test_docstring_examples(module):
     # tests/test_doctests.py leaves tenalg.bench out; its examples run here
     assert doctest.testmod(module).failed == 0
