@@ -1646,8 +1646,8 @@ def _few_terms_kernel(free_shape, offs, strides, lanes, lane_w, starts, run, tc,
     other from op's identity, the order in which :func:`_reduce_lanes` combines one
     block, sums of unit-stride lanes in vector registers (:func:`_add_lane_runs`).  The
     lane kernel's bookkeeping per unit (odometer, cascade, calls) cost some 250 ns: a sum
-    over axis 1 of (16384, 8, 8) float64 took 2.1 ms on two threads of Zen 4, 10x torch's
-    time and slower than NumPy's; its passes over the lanes' buffers made a "sum" over
+    over axis 1 of (16384, 8, 8) float64 took 2.1 ms on two threads of Zen 4, 9x torch's
+    time (of (16384, 4, 16) 2.1 ms, NumPy 1.5); its passes over the lanes' buffers made a "sum" over
     the last axis of (512, 512, 1) float64 (a copy) 98 us, NumPy 83."""
     nf = free_shape.shape[0]
     tiles = (lanes + lane_w - 1) // lane_w
