@@ -25,6 +25,7 @@ import math
 from types import FunctionType
 from typing import NamedTuple
 
+import numba
 import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
@@ -2611,7 +2612,7 @@ def _aligns(shape, strides, tiles, itemsize):
     starting at one offset within a line (the other strides whole lines).  Stores that
     straddle two lines cost a transpose into an existing array 10-25% on Zen 4: 8192^2
     float32 into a NumPy array (16 bytes past a line) 23.4-28.1 -> 21.0-24.3 ms, 4096^2
-    float64 11.2-11.8 -> 8.8-9.3 ms."""
+    float64 11.2-11.8 -> 8.3-9.3 ms."""
     return bool(strides[0, -1] == 1 and _LINE % itemsize == 0 and shape[-1] >= 4 * tiles[0]
                 and all(st * itemsize % _LINE == 0 for st in strides[0, :-1]))
 
@@ -2774,14 +2775,14 @@ def _few_terms(prep, codes, a_type, compute):
     empty reduction too: the lane kernel gives op's identity).  A block is _RUN_BLOCK
     terms where the lanes add in vector registers (:func:`_in_registers`), else _BLOCK."""
     _, _, strides, lanes, lane_w, row_len, _, walk_shape, walk_strides, nsplit, _ = prep
+    storage = np.dtype(np.uint16) if a_type in _FORMATS else a_type  # as the flats hold it
     in_registers = (codes[0] == 0 and codes[1] == _IDENTITY and strides[2, -1] == 1
-                    and (a_type == compute or (a_type in _FORMATS and compute == np.float32))
-                    and compute.kind == "f")
+                    and _lane_sums(numba.from_dtype(storage), numba.from_dtype(compute)))
     block = _RUN_BLOCK if in_registers else _BLOCK
     if row_len != 1 or nsplit > 1 or not 0 < math.prod(walk_shape) <= block:
         return None
-    if not len(walk_shape):
-        return np.zeros(1, np.int64), np.array([1, 0], np.int64)
+    if not len(walk_shape):  # nothing to walk: one term, each output's own
+        walk_shape, walk_strides = [1], [0]
     starts = [sum(i * st for i, st in zip(at, walk_strides, strict=False))
               for at in itertools.product(*map(range, walk_shape[:-1]))]
     return (np.array(starts, np.int64),
