@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tt_helpers import DTYPES, tol
 
+from tenalg import tt
 from tenalg.tt import bondsvd
 
 
@@ -117,6 +118,19 @@ def test_fast_paths_report_use():
     assert bondsvd.lq(m)[3] and not bondsvd.lq(m, gram=False)[3]
     m[:, 3] = m[:, 0]  # every train rank-deficient
     assert not bondsvd.lq(m)[3]
+    tall = rng.standard_normal((2, 8, 4))  # not tried: the sweep goes on trying
+    assert bondsvd.lq(tall)[3] and not bondsvd.lq(tall, gram=False)[3]
     t = rng.standard_normal((2, 32, 4))
     assert bondsvd.truncated_svd(t, np.full(2, 1e-3), None)[4]
     assert not bondsvd.truncated_svd(t, np.full(2, 0.0), None)[4]
+
+
+def test_sweep_tries_cholesky_after_a_tall_last_core(monkeypatch):
+    """The last core of a sum of two trains is tall (l = 2r > n): LAPACK's QR serves it
+    alone, and every other bond of the right-to-left sweep takes the Cholesky path."""
+    calls = []
+    reference = bondsvd.reference_lq
+    monkeypatch.setattr(bondsvd, "reference_lq", lambda m: calls.append(m.shape) or reference(m))
+    a, b = (tt.random((4,) * 6, 3, rng=s) for s in (1, 2))
+    tt.round_sum([a, b], eps=1e-8, max_rank=3)
+    assert calls == [(1, 6, 4)]

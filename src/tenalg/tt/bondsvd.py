@@ -94,8 +94,11 @@ def lq(m, gram=True):
     as F @ B: the Cholesky path returns F = C^-1 and B = M (in double precision; Q is
     formed in single precision), LAPACK's QR F = I and B = Q. Callers that multiply Q
     by a small matrix from the left multiply by F first and skip forming Q. The last
-    result says whether the Cholesky path served any train; ``gram=False`` skips it (a
-    sweep stops trying after a bond where it served none).
+    result says whether a sweep should try the Cholesky path at its next bond: whether
+    it served any train here, or was not tried because M has more rows than columns
+    (the last core of a sum, l > n: 60 x 32 for two trains of rank 30 and n = 32, where
+    giving up made every later bond of a sweep take LAPACK's QR, 2.5x slower in all);
+    ``gram=False`` skips it (a sweep stops trying after a bond where it served none).
 
     >>> import numpy as np
     >>> m = np.random.default_rng(0).standard_normal((2, 3, 8))
@@ -108,13 +111,13 @@ def lq(m, gram=True):
     if gram and rows <= cols:
         wide = np.result_type(m.dtype, np.float64)
         x = m.astype(wide, copy=False)
-        gram = np.matmul(x, hermitian(x))
-        trace = np.trace(gram, axis1=1, axis2=2).real
+        products = np.matmul(x, hermitian(x))
+        trace = np.trace(products, axis1=1, axis2=2).real
         err = SAFETY * (rows + cols) * unit_roundoff(wide) * trace
         for shift in (rows * unit_roundoff(wide) * trace, 4 * err):
             shift = shift + np.finfo(np.float64).tiny
             try:
-                c, inv = smallchol.cholesky_inverse(gram + shift[:, None, None] * np.eye(rows))
+                c, inv = smallchol.cholesky_inverse(products + shift[:, None, None] * np.eye(rows))
             except np.linalg.LinAlgError:
                 continue
             ok = (err + shift) * (np.abs(inv) ** 2).sum(axis=(1, 2)) <= unit_roundoff(
@@ -125,7 +128,7 @@ def lq(m, gram=True):
             break
     l, q = reference_lq(m)
     eye = np.broadcast_to(np.eye(q.shape[1], dtype=m.dtype), (g, q.shape[1], q.shape[1]))
-    return l, eye, q, False
+    return l, eye, q, gram and rows > cols
 
 
 def _finish(m, c, inv, ok):
