@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ..blas import one_blas_thread
 from ._dense import einsum, safe_log, scaled_by_log
 
 
@@ -178,6 +179,7 @@ def dot(a, b):
     return scaled_by_log(einsum("gaa->g", e), logs)
 
 
+@one_blas_thread()
 def norm(a):
     """Frobenius norm of each train, by a left-to-right QR sweep (no sum of squares)."""
     logs = np.zeros(a[0].shape[0])

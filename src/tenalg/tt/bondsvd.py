@@ -46,6 +46,7 @@ cases) takes LAPACK's SVD (:func:`reference_svd`), so the result is the SVD trun
 
 import numpy as np
 
+from ..blas import one_blas_thread
 from . import smallchol, smalleigh
 from ._dense import unit_roundoff
 from .batched import FRESH
@@ -83,6 +84,7 @@ def _cut(u, s, vh, k):
     return u[:, :, :kk] * mask[:, None, :], (s[:, :kk, None] * vh[:, :kk, :]) * mask[:, :, None]
 
 
+@one_blas_thread()
 def reference_lq(m):
     """LQ by LAPACK's Householder QR of M^H: (l (g, rows, k), q (g, k, cols))."""
     q, r = np.linalg.qr(hermitian(m))
@@ -146,6 +148,7 @@ def _finish(m, c, inv, ok):
     return l, f, b
 
 
+@one_blas_thread()
 def reference_svd(m, delta, max_rank):
     """The truncation by LAPACK's SVD: (left (g, rows, kk), right (g, kk, r), k, tail)."""
     u, s, vh = np.linalg.svd(m, full_matrices=False)

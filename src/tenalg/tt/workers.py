@@ -3,9 +3,10 @@
 A chunk of trains is a few GEMMs on small stacked matrices plus Numba kernels, all of
 which release the GIL, so the chunks of a pack run in parallel on Python threads, one
 per core (``numba.get_num_threads()``, which ``NUMBA_NUM_THREADS`` and
-``numba.set_num_threads`` set). Meanwhile BLAS runs on one thread (through threadpoolctl),
-and so do tenalg's kernels inside each worker: on small matrices a threaded GEMM costs
-more to start than it saves, and its threads would contend with the workers for the cores.
+``numba.set_num_threads`` set). Meanwhile BLAS runs on one thread
+(:func:`~tenalg.blas.one_blas_thread`), and so do tenalg's kernels inside each worker:
+on small matrices a threaded GEMM costs more to start than it saves, and its threads
+would contend with the workers for the cores.
 Each worker has its own :class:`~tenalg.tt.batched.Workspace`; results do not depend on
 which worker ran a chunk.
 
@@ -13,21 +14,14 @@ which worker ran a chunk.
 [3, 3, 9]
 """
 
-import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
 
+from ..blas import one_blas_thread
 from ..kernels.cpu import one_thread
 from .batched import Workspace
-
-
-@functools.cache
-def _blas():
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
 
 
 def map_chunks(fn, chunks):
@@ -45,5 +39,5 @@ def map_chunks(fn, chunks):
         with one_thread():
             return fn(chunk, local.work)
 
-    with _blas().limit(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
+    with one_blas_thread(), ThreadPoolExecutor(threads) as pool:
         return list(pool.map(run, chunks))
