@@ -2,10 +2,13 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tt_helpers import DTYPES, STORAGES, rand, rel, tol
 
 from tenalg import tt
 from tenalg.errors import DTypeError, OperationError
+from tenalg.tt import decompositions
 
 DIMS = (4, 5, 3, 5, 4)
 
@@ -32,6 +35,72 @@ def test_from_dense_eps_bound_and_max_rank(dtype):
     assert max(tt.from_dense(a, max_rank=2).ranks) == 2
     assert tt.from_dense(np.arange(5.0)).ranks == (1, 1)
     assert tt.from_dense(np.ones((3, 4), dtype=np.int32)).dtype == np.float64
+
+
+def _with_singular_values(s, cols, dtype, seed):
+    """A len(s) x cols matrix of dtype with singular values s."""
+    rng = np.random.default_rng(seed)
+    def orthonormal(n, k):
+        z = rng.standard_normal((n, k))
+        if np.dtype(dtype).kind == "c":
+            z = z + 1j * rng.standard_normal((n, k))
+        return np.linalg.qr(z)[0]
+    return ((orthonormal(len(s), len(s)) * s) @ orthonormal(cols, len(s)).conj().T).astype(dtype)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.integers(2, 12), extra=st.integers(0, 40), decay=st.floats(0.05, 0.9),
+       cut=st.integers(0, 11), dtype=st.sampled_from([np.float64, np.complex128]),
+       seed=st.integers(0, 2**16))
+def test_gram_bond_keeps_the_svd_rank(rows, extra, decay, cut, dtype, seed):
+    """Where the Gram path answers, its rank is the SVD's and its residual is within
+    delta; delta lies midway (geometrically) between two tails, so the rank is clear."""
+    s = decay ** np.arange(rows, dtype=np.float64)
+    m = _with_singular_values(s, rows + extra, dtype, seed)
+    tails = np.cumsum((s**2)[::-1])[::-1]  # tails[j]: the weight of s[j:]
+    want = cut % rows + 1  # delta^2 between tails[want] and tails[want - 1]
+    delta = np.sqrt(np.sqrt(tails[want] * tails[want - 1]) if want < rows
+                    else 0.5 * tails[rows - 1])
+    got = decompositions._gram_bond(m, delta, None)
+    k = int(decompositions._lapack_bond(m, delta, None)[0].shape[1])
+    assert k == want
+    if got is None:  # only where the cut lies near the Gram matrix's noise
+        assert s[k - 1] ** 2 < 1e6 * rows * 1e-16 * (rows + extra + rows)
+        return
+    u, rest = got
+    assert u.shape == (rows, k) and rest.shape == (k, rows + extra)
+    assert np.linalg.norm(m - u @ rest) <= delta
+    np.testing.assert_allclose(u.conj().T @ u, np.eye(k), atol=1e-12)
+
+
+def test_gram_bond_leaves_cuts_it_cannot_prove_to_lapack():
+    m = _with_singular_values(np.array([1.0, 0.5, 1e-9, 1e-10]), 50, np.float64, 0)
+    d = decompositions
+    assert d._gram_bond(m, 1e-3, None)[0].shape == (4, 2)  # a clear cut
+    assert d._gram_bond(m, 1e-3, 1) is None  # max_rank cuts deeper: LAPACK
+    assert d._gram_bond(m, 1e-11, None) is None  # singular values under the noise matter
+    assert d._gram_bond(m, 0.0, None) is None
+    m[0, 0] = np.nan
+    assert d._gram_bond(m, 1e-3, None) is None
+    with pytest.raises(np.linalg.LinAlgError):
+        tt.from_dense(m.reshape(2, 2, 50), eps=1e-3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_from_dense_gram_bonds_match_lapack(dtype, monkeypatch):
+    """TT-SVD of a 4^8 tensor of rank 5: the same ranks, and the eps bound, with the
+    Gram bonds as with LAPACK's SVD alone (which the Gram path serves, mostly)."""
+    dense = rand((4,) * 8, 5, dtype, seed=3).to_dense()
+    eps = 100 * tol(dtype)
+    calls = []
+    gram_bond = decompositions._gram_bond
+    monkeypatch.setattr(decompositions, "_gram_bond",
+                        lambda *a: calls.append(1) or gram_bond(*a))
+    y = tt.from_dense(dense, eps=eps)
+    monkeypatch.setattr(decompositions, "_gram_bond", lambda *a: None)
+    z = tt.from_dense(dense, eps=eps)
+    assert y.ranks == z.ranks and y.dtype == z.dtype == np.dtype(dtype)
+    assert rel(y.to_dense(), dense) <= eps and len(calls) >= 4
 
 
 def test_from_dense_bad_input():
