@@ -51,3 +51,11 @@ def test_other_threads_change_nothing(two_threads):
             worker.start()
             worker.join(10)
         assert seen.pop() == expected and _blas_threads() == {2}
+
+
+def test_complex_data_keeps_the_setting(two_threads):
+    with one_blas_thread(np.complex128):
+        assert _blas_threads() == {2}
+    with one_blas_thread(np.float32):
+        assert _blas_threads() == {1}
+    assert _blas_threads() == {2}

@@ -179,7 +179,6 @@ def dot(a, b):
     return scaled_by_log(einsum("gaa->g", e), logs)
 
 
-@one_blas_thread()
 def norm(a):
     """Frobenius norm of each train, by a left-to-right QR sweep (no sum of squares)."""
     logs = np.zeros(a[0].shape[0])
@@ -188,7 +187,8 @@ def norm(a):
         x, logs = normalize(x, logs)
         m = x if r is None else einsum("gab,gbnc->ganc", r, x)
         g, l, n, rr = m.shape
-        r = np.linalg.qr(m.reshape(g, l * n, rr), mode="r")
+        with one_blas_thread(m.dtype):
+            r = np.linalg.qr(m.reshape(g, l * n, rr), mode="r")
         r, logs = normalize(r, logs)
     return scaled_by_log(frobenius(r), logs)
 

@@ -47,7 +47,7 @@ cases) takes LAPACK's SVD (:func:`reference_svd`), so the result is the SVD trun
 import numpy as np
 
 from ..blas import one_blas_thread
-from . import smallchol, smalleigh
+from . import householder, smallchol, smalleigh
 from ._dense import unit_roundoff
 from .batched import FRESH
 
@@ -84,10 +84,10 @@ def _cut(u, s, vh, k):
     return u[:, :, :kk] * mask[:, None, :], (s[:, :kk, None] * vh[:, :kk, :]) * mask[:, :, None]
 
 
-@one_blas_thread()
 def reference_lq(m):
     """LQ by LAPACK's Householder QR of M^H: (l (g, rows, k), q (g, k, cols))."""
-    q, r = np.linalg.qr(hermitian(m))
+    with one_blas_thread(m.dtype):
+        q, r = householder.qr(hermitian(m))
     return hermitian(r), hermitian(q)
 
 
@@ -148,10 +148,10 @@ def _finish(m, c, inv, ok):
     return l, f, b
 
 
-@one_blas_thread()
 def reference_svd(m, delta, max_rank):
     """The truncation by LAPACK's SVD: (left (g, rows, kk), right (g, kk, r), k, tail)."""
-    u, s, vh = np.linalg.svd(m, full_matrices=False)
+    with one_blas_thread(m.dtype):
+        u, s, vh = np.linalg.svd(m, full_matrices=False)
     k, tail = keep_ranks(s, delta, max_rank)
     return (*_cut(u, s, vh, k), k, tail)
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..blas import one_blas_thread
 from ..dtypes import real_type
+from . import householder
 from ._dense import bond_tolerance, einsum, python_scalar, safe_log, scaled_by_log, unit_roundoff
 from .batched import FRESH, frobenius, normalize, reverse, spread, sum_cores, times_lower
 from .bondsvd import keep_ranks, lq, rank_mask, truncated_svd
@@ -260,8 +261,8 @@ def randomized(summands, coefficients, eps, max_rank, rng):
     for c in range(d - 1):
         y = sum(einsum("gknr,grl->gknl", zj, wj) for zj, wj in zip(z, w[c], strict=True))
         _, k, n, big = y.shape
-        with one_blas_thread():
-            q, _ = np.linalg.qr(y.reshape(g, k * n, big))
+        with one_blas_thread(y.dtype):
+            q, _ = householder.qr(y.reshape(g, k * n, big))
         out.append(q.reshape(g, k, n, q.shape[2]))
         m = [einsum("gml,gmr->glr", q.conj(), zj.reshape(g, k * n, -1)) for zj in z]
         z = [einsum("glr,grnb->glnb", mj, s_[c + 1]) for mj, s_ in zip(m, summands, strict=True)]
