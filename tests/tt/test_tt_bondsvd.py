@@ -66,8 +66,13 @@ def test_truncated_svd_matches_lapack(dtype, eps, max_rank):
 def test_both_paths_run():
     rng = np.random.default_rng(1)
     m = _with_spectrum(rng, SPECTRA, 24, 8, np.float64)
-    ok = bondsvd._gram(m, 1e-8 * np.linalg.norm(m, axis=(1, 2)), None)[-1]
-    assert ok[0] and not ok[1] and not ok[2]
+    delta = 1e-8 * np.linalg.norm(m, axis=(1, 2))
+    left, right, k, tail, ok = bondsvd._gram(m, delta, None)
+    # singular values that matter under the noise: LAPACK; an exact rank 4 under a
+    # tolerance below the noise: proven by the residual, LAPACK's rank, its weight
+    assert ok[0] and not ok[1] and ok[2] and k[2] == 4
+    assert tail[2] == pytest.approx(np.linalg.norm(m[2] - left[2] @ right[2]) ** 2, abs=1e-28)
+    assert tail[2] < delta[2] ** 2
     ok = bondsvd._gram(m, 1e-3 * np.linalg.norm(m, axis=(1, 2)), None)[-1]
     assert ok[0] and ok[2]  # above the Gram floor a rank-deficient cut is resolved
     ok = bondsvd._gram(m, 1e-8 * np.linalg.norm(m, axis=(1, 2)), 2)[-1]
@@ -134,3 +139,23 @@ def test_sweep_tries_cholesky_after_a_tall_last_core(monkeypatch):
     a, b = (tt.random((4,) * 6, 3, rng=s) for s in (1, 2))
     tt.round_sum([a, b], eps=1e-8, max_rank=3)
     assert calls == [(1, 6, 4)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(8, 60), cols=st.integers(2, 8), rank=st.integers(1, 7),
+       low=st.floats(0.01, 1.0), dtype=st.sampled_from([np.float64, np.complex128]),
+       seed=st.integers(0, 2**16))
+def test_exact_ranks_under_a_fine_tolerance_take_the_gram_path(rows, cols, rank, low, dtype,
+                                                               seed):
+    """An exact rank below the matrix's (an unfolding of X + X) at eps = 1e-8, below the
+    Gram matrix's noise: the residual proves LAPACK's rank, and the cut is within delta."""
+    rank = min(rank, cols - 1)
+    rng = np.random.default_rng(seed)
+    s = np.r_[np.geomspace(1, low, rank), np.zeros(cols - rank)]
+    m = _with_spectrum(rng, [s, s], rows, cols, dtype)
+    delta = 1e-8 * np.linalg.norm(m, axis=(1, 2))
+    left, right, k, tail, ok = bondsvd._gram(m, delta, None)
+    k0 = bondsvd.reference_svd(m, delta, None)[2]
+    assert ok.all() and np.array_equal(k, k0) and np.all(k == rank)
+    for i in range(2):
+        assert np.linalg.norm(m[i] - left[i] @ right[i]) <= delta[i]

@@ -175,12 +175,15 @@ def _gram(m, delta, max_rank, work=FRESH, key="left"):
     eta = unit_roundoff(wide) ** ETA_POWER
     d2 = np.asarray(delta, dtype=np.float64) ** 2
     robust_lower = (k == 1) | (tail + lam_k - (p - k + 1) * err > d2)
-    capped = tail - (p - k) * err > d2
+    # LAPACK keeps min(eps rank, max_rank): at the cap, robust_lower proves it
+    capped = (tail - (p - k) * err > d2) | (k == (p + 1 if max_rank is None else max_rank))
     gap = lam_k - lam_next - 2 * err
     theta2 = np.where(gap > err, err / np.where(gap > err, gap, 1), 1) ** 2
     robust_upper = tail + (p - k) * err + theta2 * trace <= d2
     ok = ((lam_k >= err / eta) & (lam_k - lam_next >= err / eta + 2 * err) & robust_lower
           & (capped | robust_upper))
+    if not ok.all():
+        _prove_by_residual(x, lam, v, err, eta, d2, max_rank, k, tail, ok)
     mask = rank_mask(k)
     kk = mask.shape[1]
     sk = s[:, :kk] * mask
@@ -189,6 +192,44 @@ def _gram(m, delta, max_rank, work=FRESH, key="left"):
                      out=work.array(key, (g, rows, kk), wide))
     right = sk[:, :, None] * hermitian(v)
     return left.astype(m.dtype, copy=False), right.astype(m.dtype, copy=False), k, tail, ok
+
+
+def _prove_by_residual(x, lam, v, err, eta, d2, max_rank, k, tail, ok):
+    """Where the eigenvalues alone prove no cut (singular values at the Gram matrix's
+    noise level might matter: eps below sqrt(err / tr), e.g. an exact X + X at eps =
+    1e-8), take k from the eigenvalues above ``err`` and prove it with the residual
+    X (I - V_k V_k^H), formed explicitly: within delta (plus its rounding bound,
+    4 (k + 1) u ||X||_F), k suffices; the eigenvalues from the k-th on, each lowered by
+    ``err``, above delta^2, k - 1 would not. Updates ``k``, ``tail`` (the residual's
+    weight) and ``ok`` in place for the trains so proven. Rounding X + X (d 20, n 32,
+    r 30, eps 1e-8), whose cuts all took LAPACK's SVD: 65-73 -> 50-53 ms."""
+    todo = np.flatnonzero(~ok)
+    lam, v = lam[todo], v[todo]
+    clean = np.where(lam > err[todo, None], lam, 0.0)
+    k2 = keep_ranks(np.sqrt(clean), np.sqrt(d2[todo] if d2.ndim else d2), None)[0]
+    g, p = lam.shape
+    rows_g = np.arange(g)
+    sq = np.concatenate([clean, np.zeros((g, 1))], axis=1)
+    lam_k, lam_next = sq[rows_g, k2 - 1], sq[rows_g, k2]
+    e = err[todo]
+    weight_from_k = np.maximum(lam - e[:, None], 0)[:, ::-1].cumsum(axis=1)[:, ::-1]
+    dd = d2[todo] if d2.ndim else np.full(g, d2)
+    candidate = ((lam_k >= e / eta) & (lam_k - lam_next >= e / eta + 2 * e)
+                 & ((k2 == 1) | (weight_from_k[rows_g, k2 - 1] > dd)))
+    if max_rank is not None:
+        candidate &= k2 <= max_rank
+    if not candidate.any():
+        return
+    todo, k2, dd = todo[candidate], k2[candidate], dd[candidate]
+    mask = rank_mask(k2)
+    vk = v[candidate][:, :, : mask.shape[1]] * mask[:, None, :]
+    xs = x[todo]
+    residual = xs - np.matmul(np.matmul(xs, vk), hermitian(vk))
+    weight = (np.abs(residual) ** 2).sum(axis=(1, 2))
+    bound = SAFETY * (k2 + 1) * unit_roundoff(x.dtype) * np.sqrt((np.abs(xs) ** 2).sum(axis=(1, 2)))
+    proven = np.sqrt(weight) + bound <= np.sqrt(dd)
+    todo = todo[proven]
+    k[todo], tail[todo], ok[todo] = k2[proven], weight[proven], True
 
 
 def truncated_svd(m, delta, max_rank, gram=True, work=FRESH, key="left"):
