@@ -312,6 +312,17 @@ def test_plan_execution_errors():
     with pytest.raises(ta.AliasError):
         square = np.ones((3, 3))
         einsum("ij,jk->ik", square, square, out=square)
+    # outs of a layout run before are checked again: aliasing every call, extents by layout
+    square = np.ones((3, 3))
+    fresh = einsum("ij,jk->ik", square, square, out=np.empty((3, 3)))
+    np.testing.assert_array_equal(fresh, np.full((3, 3), 3.0))
+    with pytest.raises(ta.AliasError):
+        einsum("ij,jk->ik", square, square, out=square)
+    out = np.zeros((2, 2))
+    plan(a, a.T, out=out)
+    with pytest.raises(ta.OutputMismatchError, match="extents"):
+        plan(a, a.T, out=np.empty((2, 3)))
+    np.testing.assert_array_equal(out, np.full((2, 2), 3.0))
 
 
 def test_descriptor_errors():
