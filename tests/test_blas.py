@@ -3,10 +3,12 @@
 import contextlib
 import threading
 
+import numba
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from tenalg import blas
 from tenalg.blas import one_blas_thread
 
 
@@ -59,3 +61,34 @@ def test_complex_data_keeps_the_setting(two_threads):
     with one_blas_thread(np.float32):
         assert _blas_threads() == {1}
     assert _blas_threads() == {2}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("g, m, k, n", [(256, 64, 64, 64), (7, 100, 90, 80), (3, 200, 10, 300),
+                                        (1000, 8, 8, 8), (2, 4, 4, 4)])
+def test_matmul_matches_numpy(g, m, k, n, dtype, monkeypatch):
+    """Split stacks (enough work) and unsplit ones alike, into strided outs too."""
+    rng = np.random.default_rng(g + m)
+    a = rng.standard_normal((g, m, k)).astype(dtype)
+    b = rng.standard_normal((g, n, k)).astype(dtype).swapaxes(1, 2)  # strided
+    parts = []
+    pool = blas._pool
+    monkeypatch.setattr(blas, "_pool", lambda w: parts.append(w) or pool(w))
+    out = np.zeros((g, n, m), dtype).swapaxes(1, 2)
+    assert blas.matmul(a, b, out) is out
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, np.matmul(a, b), rtol=tol, atol=tol * k)
+    split = 2 * g * m * k * n >= blas.SPLIT_FLOPS and numba.get_num_threads() > 1
+    assert bool(parts) == split
+
+
+def test_matmul_keeps_aliased_and_off_main_thread_calls_whole(monkeypatch):
+    monkeypatch.setattr(blas, "_pool", lambda w: pytest.fail("split"))
+    a = np.ones((64, 64, 64))
+    np.testing.assert_array_equal(blas.matmul(a, a, a), np.full_like(a, 64))  # out is a
+    result, ones = [], np.ones((64, 64, 64))
+    worker = threading.Thread(
+        target=lambda: result.append(blas.matmul(ones, ones, np.empty_like(ones))))
+    worker.start()
+    worker.join(10)
+    np.testing.assert_array_equal(result[0], np.full_like(ones, 64))

@@ -1,4 +1,5 @@
-"""BLAS and LAPACK on one thread, for decompositions of small and skinny matrices.
+"""BLAS on one thread: for decompositions of small and skinny matrices, and for stacks of
+GEMMs shared among threads (:func:`matmul`).
 
 LAPACK's QR and SVD of the tall matrices of a tensor-train sweep (1920 x 60, 960 x 60)
 are dominated by level-2 steps on a panel: on two threads OpenBLAS pays more in
@@ -22,12 +23,19 @@ Entering costs about 6 us (threadpoolctl), once per decomposition.
 ...     q, r = np.linalg.qr(np.eye(3))
 >>> bool(np.allclose(q @ r, np.eye(3)))
 True
+
+A stack of GEMMs each too small for OpenBLAS to thread (it threads none of 256 products
+of 64 x 64 float32 matrices: ``np.matmul`` ran them on one core in 1.21 ms, torch's
+``bmm`` in 0.96) is cut into one part per thread, each part a ``np.matmul`` on one BLAS
+thread: 0.73 ms (float64: 3.7 -> 2.1 ms, torch 3.4).
 """
 
 import contextlib
 import functools
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
 
 _depth = 0  # the main thread's uses open now
@@ -58,3 +66,41 @@ def one_blas_thread(dtype=None):
         _depth -= 1
         if limiter is not None:
             limiter.restore_original_limits()
+
+
+SPLIT_FLOPS = 1 << 22  # a stack of GEMMs is shared among threads from this much work
+
+
+@functools.cache
+def _pool(workers):
+    return ThreadPoolExecutor(workers, thread_name_prefix="tenalg-gemm")
+
+
+def matmul(a, b, out):
+    """``np.matmul(a, b, out=out)``; stacks of equal batch (a (g, m, k), b (g, k, n)) with
+    at least :data:`SPLIT_FLOPS` of work are cut along g into a part per thread
+    (``numba.get_num_threads()``, as tenalg's kernels use), run side by side on one BLAS
+    thread each (from the main thread only, where ``out`` shares no memory with ``a`` or
+    ``b``).
+
+    >>> a = np.ones((64, 64, 64))
+    >>> bool((matmul(a, a, np.empty_like(a)) == 64).all())
+    True
+    """
+    g = a.shape[0] if a.ndim == 3 else 0
+    if (g < 2 or b.ndim != 3 or b.shape[0] != g
+            or 2 * g * a.shape[1] * a.shape[2] * b.shape[2] < SPLIT_FLOPS
+            or threading.current_thread() is not threading.main_thread()
+            or np.may_share_memory(out, a) or np.may_share_memory(out, b)):
+        return np.matmul(a, b, out=out)
+    parts = min(numba.get_num_threads(), g)
+    if parts < 2:
+        return np.matmul(a, b, out=out)
+    cuts = [g * p // parts for p in range(parts + 1)]
+    with one_blas_thread():
+        rest = [_pool(parts - 1).submit(np.matmul, a[lo:hi], b[lo:hi], out=out[lo:hi])
+                for lo, hi in zip(cuts[1:-1], cuts[2:], strict=True)]
+        np.matmul(a[: cuts[1]], b[: cuts[1]], out=out[: cuts[1]])
+        for part in rest:
+            part.result()
+    return out

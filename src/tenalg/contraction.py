@@ -25,6 +25,7 @@ import math
 import numpy as np
 import opt_einsum
 
+from .blas import matmul
 from .descriptors import Operand, TensorDescriptor, Unary
 from .dtypes import is_complex
 from .errors import OperationError
@@ -340,7 +341,7 @@ class Pairwise:
     # -- execution ----------------------------------------------------------------------
     def run(self, out, arrays, c, alpha, beta):
         if self.plain and alpha == 1 and beta == 0:
-            np.matmul(arrays[0], arrays[1], out=out)
+            matmul(arrays[0], arrays[1], out)
             return
         if self.empty:
             return
@@ -355,9 +356,9 @@ class Pairwise:
         if self.out_matrix is not None and beta == 0:
             d = self.out_view(out)
             if self.swap:
-                np.matmul(b.swapaxes(-1, -2), a.swapaxes(-1, -2), out=d.swapaxes(-1, -2))
+                matmul(b.swapaxes(-1, -2), a.swapaxes(-1, -2), d.swapaxes(-1, -2))
             else:
-                np.matmul(a, b, out=d)
+                matmul(a, b, d)
             if self.conj_result:
                 np.conjugate(d, out=d)
             if alpha != 1 and not self.alpha_folded:
