@@ -191,6 +191,19 @@ class Plan:
         self._run(out, arrays, scalars)
         return out
 
+    def execute_unchecked(self, out, *arrays, beta=None):
+        """:meth:`execute_into` without its checks, for tenalg's own layers, which made
+        ``out`` and ``arrays`` in the plan's exact layouts, sharing no memory but an
+        addend that is ``out`` itself: the symmetric layer's gathered blocks and fresh
+        output buffers.  Checking them cost a contraction of (64, 1, 2) blocks half of
+        its 7 us, and a U(1) MPS contraction with 41 sectors runs 35 such plans."""
+        scalars, default = self._check_scalars(None, beta, None)
+        if self._direct is not None:
+            return (self._direct(arrays, out) if default
+                    else self._direct(arrays, out, tuple(scalars.values())))
+        self._run(out, arrays, scalars)
+        return out
+
     def _run(self, out, arrays, scalars):
         op = self.operation
         if self._kernel is not None:

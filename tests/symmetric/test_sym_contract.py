@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from sym_helpers import DTYPES, GROUPS, charge_pool, close, flux_for, in_blocks, legs
 
 from tenalg import symmetric as sym
+from tenalg import errors as ta_errors
 from tenalg.errors import ExpressionError, OperationError
 
 contract_module = importlib.import_module("tenalg.symmetric.contract")  # not the function
@@ -235,7 +236,7 @@ def test_sectors_of_one_layout_run_batched(group, dim, dtype_a, dtype_b, data):
         assert [gather.shape for gather, _ in schedule.sectors] == [(5, 1, 1)]
         t = sym.BlockTensor.random((u1, u1, u1.conj(), u1.conj()), rng=0)
         schedule = trace_module._schedule(t.legs, tuple(t.blocks), ((0, 2),), t.dtype)
-        assert [gather.shape for gather, _, _, _ in schedule.gathered] == [(5, 5, 1, 1)]
+        assert [gather.shape for gather, _, _ in schedule.gathered] == [(5, 5, 1, 1)]
     charges = charge_pool(group)[:4]
     leg = sym.Leg(group, [(q, dim) for q in charges])
     phys = sym.Leg(group, [(q, 1) for q in charges[:2]])
@@ -256,3 +257,28 @@ def test_sectors_of_one_layout_run_batched(group, dim, dtype_a, dtype_b, data):
     for pairs, expr in (([(0, 2)], "abad->bd"), ([(0, 2), (1, 3)], "abab->")):
         r = sym.partial_trace(t, pairs)
         assert in_blocks(r) and close(r.to_dense(), np.einsum(expr, t.to_dense()), dtype_a)
+
+
+def test_blocks_changed_by_hand_are_read_as_they_are_or_refused():
+    """The gathered plans run unchecked on the layer's own buffers: a block the user put
+    in Fortran order or another dtype is gathered as its values; a block of the wrong
+    shape is refused with a tenalg error, on the pairwise path too."""
+    u1 = sym.Leg(sym.U1(), [(0, 3), (1, 4)])
+    a = sym.BlockTensor.random((u1, u1.conj()), rng=0)
+    b = sym.BlockTensor.random((u1, u1.conj()), rng=1)
+    expected = a.to_dense() @ b.to_dense()
+    key = sorted(a.blocks)[0]
+    a.blocks[key] = np.asfortranarray(a.blocks[key])
+    b.blocks[key] = b.blocks[key].astype(np.float32).astype(np.float64)[::1]
+    np.testing.assert_allclose(sym.contract(a, "ij", b, "jk", "ik").to_dense(), expected)
+    a.blocks[key] = np.asfortranarray(a.blocks[key]).astype(np.float32)  # another dtype
+    np.testing.assert_allclose(sym.contract(a, "ij", b, "jk", "ik").to_dense(), expected,
+                               rtol=1e-6)
+    t = sym.BlockTensor.random((u1, u1, u1.conj(), u1.conj()), rng=2)
+    dense = t.to_dense()
+    key = sorted(t.blocks)[0]
+    t.blocks[key] = np.asfortranarray(t.blocks[key])
+    np.testing.assert_allclose(sym.trace(t, 0, 2).to_dense(), np.trace(dense, axis1=0, axis2=2))
+    a.blocks[key[:2]] = np.ones((2, 2))  # the wrong shape
+    with pytest.raises((ValueError, ta_errors.TenalgError)):
+        sym.contract(a, "ij", b, "jk", "ik")

@@ -219,15 +219,15 @@ class _Schedule:
                 False)
             outputs = [(key, (g,) * len(batch) + (slice(*rows),), block)
                        for g, s in enumerate(sectors) for key, (rows, block) in s.columns[c][3]]
-            columns.append((gather_b, plan, out_shape, outputs))
+            columns.append((gather_b, plan, outputs))
         self.sectors.append((gather_a, columns))
 
     def run(self, blocks_a, blocks_b):
         blocks = {}
         for gather_a, columns in self.sectors:
             a = gather_a(blocks_a)
-            for gather_b, plan, shape, outputs in columns:
-                out = dense.execute(plan, np.empty(shape, self.dtype), a, gather_b(blocks_b))
+            for gather_b, plan, outputs in columns:
+                out = dense.execute_gathered(plan, a, gather_b(blocks_b))
                 for key, index, block in outputs:
                     blocks[key] = out[index].reshape(block)
         for key, shape, steps in self.direct:

@@ -55,12 +55,19 @@ class Gather:
         return 0 if self.single else math.prod(self.shape)
 
     def __call__(self, blocks):
+        """The gathered array: C-contiguous, of ``shape`` and ``dtype`` whatever the
+        blocks are (plans run on it unchecked)."""
         if self.single:
-            return blocks[self.cells[0][0]].reshape(self.shape)
+            array = blocks[self.cells[0][0]].reshape(self.shape)
+            if array.dtype != self.dtype or not array.flags.c_contiguous:
+                array = np.ascontiguousarray(array, self.dtype)
+            return array
         array = (np.empty if self.complete else np.zeros)(self.shape, self.dtype)
         for index, window, split, shape, strides in self.cells:
             block = blocks[index]
-            if strides is not None:
+            if strides is not None:  # strides into a C-ordered block's memory
+                if not block.flags.c_contiguous:
+                    block = np.ascontiguousarray(block)
                 block = np.ndarray(shape, block.dtype, block, 0, strides)
             if split is None:
                 array[window] = block

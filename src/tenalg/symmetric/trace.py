@@ -94,12 +94,12 @@ class _Schedule:
         plan = dense.reduction_plan(gather.shape, dtype, batch + modes, lead + shape, dtype,
                                     batch + modes[1:], False)
         places = [(key, (g,) * len(lead) + (...,)) for g, (key, _) in enumerate(outputs)]
-        return gather, plan, lead + shape, places
+        return gather, plan, places
 
     def run(self, blocks, dtype):
         out = {}
-        for gather, plan, shape, places in self.gathered:
-            sums = dense.execute(plan, np.empty(shape, dtype), gather(blocks))
+        for gather, plan, places in self.gathered:
+            sums = dense.execute_gathered(plan, gather(blocks))
             for key, index in places:
                 out[key] = sums[index]  # a view, an array even of rank 0
         for key, shape, steps in self.direct:
