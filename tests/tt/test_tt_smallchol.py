@@ -56,13 +56,23 @@ def test_not_positive_definite_raises_like_lapack():
     _check(a[keep], c[keep], inv[keep])
 
 
-def test_fallbacks_are_lapack():
+def test_small_stacks_one_at_a_time_and_complex_on_lapack():
+    """Fewer than MIN_STACK matrices go through the scalar kernel: the blocked kernel's
+    results bit for bit, LAPACK's to rounding; complex stacks are LAPACK's."""
     rng = np.random.default_rng(2)
-    a = _spd(rng, 20, 4, 10.0)
-    for b in (a[:3], a + 0j):
-        for x, y in zip(smallchol.cholesky_inverse(b), smallchol.reference_cholesky_inverse(b),
-                        strict=True):
-            np.testing.assert_array_equal(x, y)
+    a = _spd(rng, 20, 7, 1e6)
+    c_all, inv_all = smallchol.cholesky_inverse(a)
+    for b in (a[:1], a[3:6]):
+        c, inv = smallchol.cholesky_inverse(b)
+        lo = 0 if len(b) == 1 else 3
+        np.testing.assert_array_equal(c, c_all[lo:lo + len(b)])
+        np.testing.assert_array_equal(inv, inv_all[lo:lo + len(b)])
+        _check(b, c, inv)
+    with pytest.raises(np.linalg.LinAlgError):
+        smallchol.cholesky_inverse(-a[:2])
+    for x, y in zip(smallchol.cholesky_inverse(a + 0j),
+                    smallchol.reference_cholesky_inverse(a + 0j), strict=True):
+        np.testing.assert_array_equal(x, y)
 
 
 @settings(max_examples=20, deadline=None)
