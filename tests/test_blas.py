@@ -1,6 +1,8 @@
 """one_blas_thread: one BLAS thread inside, the setting found restored on the way out."""
 
 import contextlib
+import os
+import signal
 import threading
 
 import numba
@@ -73,7 +75,7 @@ def test_matmul_matches_numpy(g, m, k, n, dtype, monkeypatch):
     b = rng.standard_normal((g, n, k)).astype(dtype).swapaxes(1, 2)  # strided
     parts = []
     pool = blas._pool
-    monkeypatch.setattr(blas, "_pool", lambda w: parts.append(w) or pool(w))
+    monkeypatch.setattr(blas, "_pool", lambda w, pid: parts.append(w) or pool(w, pid))
     out = np.zeros((g, n, m), dtype).swapaxes(1, 2)
     assert blas.matmul(a, b, out) is out
     tol = 1e-4 if dtype == np.float32 else 1e-12
@@ -83,7 +85,7 @@ def test_matmul_matches_numpy(g, m, k, n, dtype, monkeypatch):
 
 
 def test_matmul_keeps_aliased_and_off_main_thread_calls_whole(monkeypatch):
-    monkeypatch.setattr(blas, "_pool", lambda w: pytest.fail("split"))
+    monkeypatch.setattr(blas, "_pool", lambda w, pid: pytest.fail("split"))
     a = np.ones((64, 64, 64))
     np.testing.assert_array_equal(blas.matmul(a, a, a), np.full_like(a, 64))  # out is a
     result, ones = [], np.ones((64, 64, 64))
@@ -92,3 +94,17 @@ def test_matmul_keeps_aliased_and_off_main_thread_calls_whole(monkeypatch):
     worker.start()
     worker.join(10)
     np.testing.assert_array_equal(result[0], np.full_like(ones, 64))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_matmul_in_a_forked_child():
+    """A child forked after the parent split a stack gets its own worker threads."""
+    a = np.ones((64, 64, 64))
+    blas.matmul(a, a, np.empty_like(a))  # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if the split product is right
+        signal.alarm(30)  # a child waiting on the parent's threads would hang: die instead
+        ok = (blas.matmul(a, a, np.empty_like(a)) == 64).all()
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -32,6 +32,7 @@ thread: 0.73 ms (float64: 3.7 -> 2.1 ms, torch 3.4).
 
 import contextlib
 import functools
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -72,7 +73,9 @@ SPLIT_FLOPS = 1 << 22  # a stack of GEMMs is shared among threads from this much
 
 
 @functools.cache
-def _pool(workers):
+def _pool(workers, pid):
+    """The worker threads of :func:`matmul` in process ``pid`` (a child forked after the
+    parent made its pool gets its own: the parent's threads do not exist there)."""
     return ThreadPoolExecutor(workers, thread_name_prefix="tenalg-gemm")
 
 
@@ -98,7 +101,8 @@ def matmul(a, b, out):
         return np.matmul(a, b, out=out)
     cuts = [g * p // parts for p in range(parts + 1)]
     with one_blas_thread():
-        rest = [_pool(parts - 1).submit(np.matmul, a[lo:hi], b[lo:hi], out=out[lo:hi])
+        pool = _pool(parts - 1, os.getpid())
+        rest = [pool.submit(np.matmul, a[lo:hi], b[lo:hi], out=out[lo:hi])
                 for lo, hi in zip(cuts[1:-1], cuts[2:], strict=True)]
         np.matmul(a[: cuts[1]], b[: cuts[1]], out=out[: cuts[1]])
         for part in rest:

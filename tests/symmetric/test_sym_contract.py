@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sym_helpers import DTYPES, GROUPS, charge_pool, close, flux_for, in_blocks, legs
 
-from tenalg import symmetric as sym
 from tenalg import errors as ta_errors
+from tenalg import symmetric as sym
 from tenalg.errors import ExpressionError, OperationError
 
 contract_module = importlib.import_module("tenalg.symmetric.contract")  # not the function
