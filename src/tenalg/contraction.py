@@ -25,7 +25,7 @@ import math
 import numpy as np
 import opt_einsum
 
-from .blas import matmul
+from . import blas
 from .descriptors import Operand, TensorDescriptor, Unary
 from .dtypes import is_complex
 from .errors import OperationError
@@ -262,6 +262,11 @@ class Pairwise:
             math.prod(extents[m] for m in g) for g in (batch, free_a, free_b, inner))
         # Batched dots and Hadamard products make 1x1 GEMMs: a direct kernel serves them.
         self.direct = self.m == 1 and self.n == 1 and self.batch_size > 1
+        # a stack with the work to share among threads goes to blas.matmul, others to
+        # np.matmul bare (the check per call cost an 8 x 8 einsum a tenth of its 3 us)
+        self.split = (self.batch_size > 1 and 2 * self.batch_size * self.m * self.n * self.k
+                      >= blas.SPLIT_FLOPS)
+        self.matmul = blas.matmul if self.split else np.matmul
         self._choose(sa, sb, sd, free_a, free_b, inner)
         self._epilogues = {}
 
@@ -341,7 +346,7 @@ class Pairwise:
     # -- execution ----------------------------------------------------------------------
     def run(self, out, arrays, c, alpha, beta):
         if self.plain and alpha == 1 and beta == 0:
-            matmul(arrays[0], arrays[1], out)
+            self.matmul(arrays[0], arrays[1], out=out)
             return
         if self.empty:
             return
@@ -356,9 +361,9 @@ class Pairwise:
         if self.out_matrix is not None and beta == 0:
             d = self.out_view(out)
             if self.swap:
-                matmul(b.swapaxes(-1, -2), a.swapaxes(-1, -2), d.swapaxes(-1, -2))
+                self.matmul(b.swapaxes(-1, -2), a.swapaxes(-1, -2), out=d.swapaxes(-1, -2))
             else:
-                matmul(a, b, d)
+                self.matmul(a, b, out=d)
             if self.conj_result:
                 np.conjugate(d, out=d)
             if alpha != 1 and not self.alpha_folded:
@@ -428,7 +433,8 @@ class Pairwise:
             lines.append(f"kernel: direct strided sum of products (batch={self.batch_size})")
         else:
             lines.append(f"kernel: GEMM m={self.m} n={self.n} k={self.k} "
-                         f"batch={self.batch_size} (np.matmul, {self.op.compute})"
+                         f"batch={self.batch_size} (np.matmul, {self.op.compute}"
+                         + (", the stack split among threads)" if self.split else ")")
                          + (", conjugated result" if self.conj_result else ""))
         copies = [f"{name} ({side.copy}, {_method(side)})"
                   for name, side in (("A", self.a), ("B", self.b)) if side.copy is not None]
