@@ -17,7 +17,7 @@ other than the one that lowered it raising it again (seen with 0.3.31), so only 
 main thread changes it: the outermost use there sets one thread and restores what it
 found; uses nested in it, and uses on other threads, change nothing (the workers of a
 pack run inside the main thread's use; other threads of the caller keep its setting).
-Entering costs about 6 us (threadpoolctl), once per decomposition.
+Entering and leaving cost about 10 us (threadpoolctl), once per decomposition.
 
 >>> with one_blas_thread():
 ...     q, r = np.linalg.qr(np.eye(3))

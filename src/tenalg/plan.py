@@ -195,8 +195,8 @@ class Plan:
         """:meth:`execute_into` without its checks, for tenalg's own layers, which made
         ``out`` and ``arrays`` in the plan's exact layouts, sharing no memory but an
         addend that is ``out`` itself: the symmetric layer's gathered blocks and fresh
-        output buffers.  Checking them cost a contraction of (64, 1, 2) blocks half of
-        its 7 us, and a U(1) MPS contraction with 41 sectors runs 35 such plans."""
+        output buffers.  Checking them cost a product of (64, 2) and (2, 64) blocks half
+        of its 4.2 us, and a U(1) MPS contraction with 41 sectors runs 35 such plans."""
         scalars, default = self._check_scalars(None, beta, None)
         if self._direct is not None:
             return (self._direct(arrays, out) if default

@@ -63,8 +63,8 @@ def execute(plan, out, *arrays):
 
 def execute_gathered(plan, *arrays):
     """Run ``plan`` on arrays this layer made in the plan's layouts (gathers: C-contiguous,
-    of its extents and dtypes) into a fresh output, unchecked: the checks cost a
-    contraction of (64, 1, 2) blocks half of its 7 us."""
+    of its extents and dtypes) into a fresh output, unchecked: the checks cost a product
+    of (64, 2) and (2, 64) blocks half of its 4.2 us."""
     out = np.empty(plan.operation.output.extents, plan.operation.output.dtype)
     return plan.execute_unchecked(out, *arrays)
 

@@ -4,8 +4,8 @@
 on the tall unfoldings of a rounding sweep it costs more than the factorisation itself.
 ``geqrt`` keeps the reflectors' block factors T, and ``gemqrt`` applies them to the
 first columns of the identity as matrix products. One thread of Zen 4 (the sweeps run
-LAPACK on one: :mod:`tenalg.blas`), Q and R of: 2880 x 90 12.8 ms -> 4.0, 1920 x 60
-2.2 -> 1.3, 960 x 60 1.05 -> 0.65 (float32 1920 x 60 1.95 -> 0.80). Complex data keeps
+LAPACK on one: :mod:`tenalg.blas`), Q and R of a Fortran-ordered 2880 x 90 float64
+matrix, best of three: 7.4 ms -> 4.2 (1920 x 60 float32 1.95 -> 0.80). Complex data keeps
 ``np.linalg.qr``: SciPy's ``zgeqrt`` and ``zgemqrt`` took 8.2 ms at 1920 x 60 against
 its 4.5. So do matrices under :data:`MIN_ELEMENTS` elements, whose loop over a stack
 costs less than a Python call per matrix.
