@@ -26,12 +26,13 @@ True
 
 A stack of GEMMs each too small for OpenBLAS to thread (it threads none of 256 products
 of 64 x 64 float32 matrices: ``np.matmul`` ran them on one core in 1.21 ms, torch's
-``bmm`` in 0.96) is cut into one part per thread, each part a ``np.matmul`` on one BLAS
-thread: 0.73 ms (float64: 3.7 -> 2.1 ms, torch 3.4).
+``bmm`` in 0.96) is cut into parts that the threads take in turn, each part a
+``np.matmul`` on one BLAS thread: 0.73 ms (float64: 3.7 -> 2.1 ms, torch 3.4).
 """
 
 import contextlib
 import functools
+import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -70,6 +71,11 @@ def one_blas_thread(dtype=None):
 
 
 SPLIT_FLOPS = 1 << 22  # a stack of GEMMs is shared among threads from this much work
+# parts per thread, taken as threads come free: a core that another process (or torch's
+# and Numba's spinning workers) slows does fewer of them (one part each: the stack of
+# 256 64 x 64 float32 products ran 0.88x np.matmul inside a full 'tenalg bench --quick',
+# against 1.45-1.8x alone)
+PARTS_PER_THREAD = 4
 
 
 @functools.cache
@@ -81,10 +87,10 @@ def _pool(workers, pid):
 
 def matmul(a, b, out):
     """``np.matmul(a, b, out=out)``; stacks of equal batch (a (g, m, k), b (g, k, n)) with
-    at least :data:`SPLIT_FLOPS` of work are cut along g into a part per thread
-    (``numba.get_num_threads()``, as tenalg's kernels use), run side by side on one BLAS
-    thread each (from the main thread only, where ``out`` shares no memory with ``a`` or
-    ``b``).
+    at least :data:`SPLIT_FLOPS` of work are cut along g into :data:`PARTS_PER_THREAD`
+    parts per thread (``numba.get_num_threads()``, as tenalg's kernels use), which the
+    threads take in turn, each part a ``np.matmul`` on one BLAS thread (from the main
+    thread only, where ``out`` shares no memory with ``a`` or ``b``).
 
     >>> a = np.ones((64, 64, 64))
     >>> bool((matmul(a, a, np.empty_like(a)) == 64).all())
@@ -96,15 +102,21 @@ def matmul(a, b, out):
             or threading.current_thread() is not threading.main_thread()
             or np.may_share_memory(out, a) or np.may_share_memory(out, b)):
         return np.matmul(a, b, out=out)
-    parts = min(numba.get_num_threads(), g)
-    if parts < 2:
+    threads = min(numba.get_num_threads(), g)
+    if threads < 2:
         return np.matmul(a, b, out=out)
+    parts = min(g, PARTS_PER_THREAD * threads)
     cuts = [g * p // parts for p in range(parts + 1)]
+    taken = itertools.count()  # next() is atomic under the GIL: each part runs once
+
+    def work():
+        while (p := next(taken)) < parts:
+            np.matmul(a[cuts[p]:cuts[p + 1]], b[cuts[p]:cuts[p + 1]],
+                      out=out[cuts[p]:cuts[p + 1]])
+
     with one_blas_thread():
-        pool = _pool(parts - 1, os.getpid())
-        rest = [pool.submit(np.matmul, a[lo:hi], b[lo:hi], out=out[lo:hi])
-                for lo, hi in zip(cuts[1:-1], cuts[2:], strict=True)]
-        np.matmul(a[: cuts[1]], b[: cuts[1]], out=out[: cuts[1]])
-        for part in rest:
-            part.result()
+        helpers = [_pool(threads - 1, os.getpid()).submit(work) for _ in range(threads - 1)]
+        work()
+        for helper in helpers:
+            helper.result()
     return out
