@@ -191,17 +191,15 @@ class Plan:
         self._run(out, arrays, scalars)
         return out
 
-    def execute_unchecked(self, out, *arrays, beta=None):
-        """:meth:`execute_into` without its checks, for tenalg's own layers, which made
-        ``out`` and ``arrays`` in the plan's exact layouts, sharing no memory but an
-        addend that is ``out`` itself: the symmetric layer's gathered blocks and fresh
-        output buffers.  Checking them cost a product of (64, 2) and (2, 64) blocks half
-        of its 4.2 us, and a U(1) MPS contraction with 41 sectors runs 35 such plans."""
-        scalars, default = self._check_scalars(None, beta, None)
+    def _execute_unchecked(self, out, *arrays):
+        """:meth:`execute_into` with the default scalars and without its checks, for
+        tenalg's own layers, which made ``out`` and ``arrays`` in the plan's exact
+        layouts, sharing no memory: the symmetric layer's gathered blocks and fresh
+        outputs.  Checking them cost a product of (64, 2) and (2, 64) blocks half of its
+        4.2 us, and a U(1) MPS contraction with 41 sectors runs 35 such plans."""
         if self._direct is not None:
-            return (self._direct(arrays, out) if default
-                    else self._direct(arrays, out, tuple(scalars.values())))
-        self._run(out, arrays, scalars)
+            return self._direct(arrays, out)
+        self._run(out, arrays, self._default_scalars[0])
         return out
 
     def _run(self, out, arrays, scalars):
