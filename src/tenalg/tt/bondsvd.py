@@ -169,7 +169,7 @@ def _gram(m, delta, max_rank, work=FRESH, key="left"):
     p = min(rows, r)
     lam, v = lam[:, ::-1][:, :p], v[:, :, ::-1][:, :, :p]
     eta = unit_roundoff(wide) ** ETA_POWER
-    d2 = np.broadcast_to(np.asarray(delta, dtype=np.float64) ** 2, (g,))
+    d2 = np.array(np.broadcast_to(np.asarray(delta, dtype=np.float64) ** 2, (g,)))
     factor = (SAFETY * (rows + r) + 2 * smalleigh.ACCURACY * r) * unit_roundoff(wide)
     s, err, k, tail, ok = _certify(np.ascontiguousarray(lam), d2, factor, eta,
                                    p + 1 if max_rank is None else max_rank)
@@ -236,19 +236,20 @@ def _prove_by_residual(x, lam, v, err, eta, d2, max_rank, k, tail, ok):
     (k^1.5 + 1) u ||X||_F, times SAFETY; the factors kept multiply to X V_k V_k^H within
     the same order of rounding), k suffices; the eigenvalues from the k-th on, each
     lowered by ``err``, above delta^2, k - 1 would not. Updates ``k``, ``tail`` (the
-    residual's weight) and ``ok`` in place for the trains so proven. Rounding X + X (d 20, n 32,
-    r 30, eps 1e-8), whose cuts all took LAPACK's SVD: 65-73 -> 50-53 ms."""
+    residual's weight) and ``ok`` (delta^2 per train in ``d2``) in place for the trains
+    so proven. Rounding X + X (d 20, n 32, r 30, eps 1e-8), whose cuts all took LAPACK's
+    SVD: 65-73 -> 50-53 ms."""
     todo = np.flatnonzero(~ok)
     lam, v = lam[todo], v[todo]
     clean = np.where(lam > err[todo, None], lam, 0.0)
-    k2 = keep_ranks(np.sqrt(clean), np.sqrt(d2[todo] if d2.ndim else d2), None)[0]
+    dd = d2[todo]
+    k2 = keep_ranks(np.sqrt(clean), np.sqrt(dd), None)[0]
     g, p = lam.shape
     rows_g = np.arange(g)
     sq = np.concatenate([clean, np.zeros((g, 1))], axis=1)
     lam_k, lam_next = sq[rows_g, k2 - 1], sq[rows_g, k2]
     e = err[todo]
     weight_from_k = np.maximum(lam - e[:, None], 0)[:, ::-1].cumsum(axis=1)[:, ::-1]
-    dd = d2[todo] if d2.ndim else np.full(g, d2)
     candidate = ((lam_k >= e / eta) & (lam_k - lam_next >= e / eta + 2 * e)
                  & ((k2 == 1) | (weight_from_k[rows_g, k2 - 1] > dd)))
     if max_rank is not None:
