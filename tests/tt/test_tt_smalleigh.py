@@ -118,18 +118,3 @@ def test_eigh_hypothesis(n, g, seed, log_scale, low_rank):
     a = (x @ x.transpose(0, 2, 1) - (n // 2) * np.eye(n)) * 2.0 ** log_scale
     w, v = smalleigh.eigh(a)
     _check(a, w, v)
-
-
-def test_a_single_matrix_takes_dsyevd_directly():
-    """One real matrix goes to LAPACK's dsyevd through SciPy (the lower triangle, as
-    np.linalg.eigh reads it): NumPy's eigendecomposition, to rounding."""
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((30, 12))
-    a = (x.T @ x)[None]
-    a[0][np.triu_indices(12, 1)] = 99.0  # only the lower triangle may be read
-    w, v = smalleigh.eigh(a)
-    w0, v0 = np.linalg.eigh(a)
-    np.testing.assert_allclose(w, w0, rtol=1e-13, atol=1e-13 * np.abs(w0).max())
-    np.testing.assert_allclose(np.abs(v), np.abs(v0), atol=1e-10)
-    lower = np.tril(a[0]) + np.tril(a[0], -1).T
-    np.testing.assert_allclose((v[0] * w[0]) @ v[0].T, lower, atol=1e-12 * np.abs(lower).max())

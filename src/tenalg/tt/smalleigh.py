@@ -28,7 +28,6 @@ import math
 
 import numba
 import numpy as np
-from scipy.linalg import lapack
 
 BLOCK = 128  # matrices rotated side by side
 MAX_SWEEPS = 30
@@ -169,14 +168,7 @@ def _jacobi(a, w, v, ok):
 
 
 def reference_eigh(a):
-    """LAPACK's eigendecomposition of each matrix of the stack (``np.linalg.eigh``; a
-    single real matrix by the same ``dsyevd`` through SciPy's wrapper, which skips
-    NumPy's per-call work: 20 x 20 48.7 -> 31.6 us, the same results, and a single
-    train's rounding runs one a bond)."""
-    if a.shape[0] == 1 and a.dtype == np.float64:
-        w, v, info = lapack.dsyevd(a[0], lower=1)
-        if info == 0:
-            return w[None], v[None]
+    """LAPACK's eigendecomposition of each matrix of the stack (``np.linalg.eigh``)."""
     return np.linalg.eigh(a)
 
 
