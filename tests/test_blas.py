@@ -3,6 +3,8 @@
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import threading
 
 import numba
@@ -108,3 +110,14 @@ def test_matmul_in_a_forked_child():
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_controller_knows_scipys_blas():
+    """Made before anything imported SciPy, the controller still limits SciPy's OpenBLAS
+    (SciPy's LAPACK serves tenalg.tt's QR)."""
+    code = ("import tenalg.blas as b\n"
+            "known = {x.filepath for x in b._controller().lib_controllers}\n"
+            "import scipy.linalg\n"
+            "from threadpoolctl import threadpool_info\n"
+            "assert {x['filepath'] for x in threadpool_info()} <= known, known\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
