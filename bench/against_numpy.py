@@ -7,9 +7,10 @@ all of them.  ``python -m tenalg.bench.against_numpy sum float32`` times ``ta.su
 permutation; ``add``: ``ta.elementwise_binary`` against ``np.add`` with the second operand
 whole or broadcast along one axis) and prints the cases where NumPy is fastest relative
 to tenalg, among those where NumPy takes 10 µs or more (below that the front end's
-microsecond is the difference: docs/bench.md).  Medians of 20 ms of calls each; other
-processes on the machine move them by 10% or more, so a case worth fixing is one that
-stays slow when timed again.
+microsecond is the difference: docs/bench.md).  Medians over 20 ms, the two timed in
+alternating blocks (:func:`~tenalg.bench.timing.measure`); other processes on the
+machine move them by 10% or more, so a case worth fixing is one that stays slow when
+timed again.
 
 >>> rows = compare("sum", np.float64, shapes=[(4, 5)], budget=0.0)
 >>> sorted(case for _, _, case, _, _ in rows)
@@ -18,28 +19,18 @@ stays slow when timed again.
 
 import itertools
 import sys
-import time
 
 import numpy as np
 
 import tenalg as ta
+
+from .timing import measure
 
 SHAPES = ([(n, m) for n in (3, 17, 64, 300, 1024, 4096) for m in (3, 17, 64, 300, 1024, 4096)
            if n * m <= 1 << 22]
           + [(a, b, c) for a in (2, 8, 64, 512) for b in (3, 8, 64, 512)
              for c in (1, 4, 8, 64, 512) if 64 <= a * b * c <= 1 << 22]
           + [(8,) * 4, (16,) * 4, (32,) * 4, (4, 64, 4, 64), (64, 4, 64, 4), (2, 3, 64, 512)])
-
-
-def _median(fn, budget):
-    """Median seconds of ``fn`` over ``budget`` seconds of calls (5 at least)."""
-    fn()
-    times, end = [], time.perf_counter() + budget
-    while len(times) < 5 or time.perf_counter() < end:
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def _cases(kind, a, rng):
@@ -76,7 +67,9 @@ def compare(kind, dtype, shapes=SHAPES, budget=0.02):
     for shape in shapes:
         a = rng.random(shape).astype(dtype)
         for case, mine, theirs in _cases(kind, a, rng):
-            t_mine, t_numpy = _median(mine, budget), _median(theirs, budget)
+            mine(), theirs()  # compile, fault in
+            times = measure({"tenalg": mine, "numpy": theirs}, budget)
+            t_mine, t_numpy = (float(np.median(times[k])) for k in ("tenalg", "numpy"))
             rows.append((t_numpy / t_mine, shape, case, t_mine, t_numpy))
     return sorted(rows, key=lambda row: row[0])
 

@@ -175,6 +175,12 @@ def _smooth(grid):
     return f
 
 
+def _teneva_cross(f, d, n, r, sweeps, budget):
+    """teneva's cross of ``f`` at fixed rank r (dr_max=0) from its seeded random start."""
+    return teneva.cross(f, teneva.rand([n] * d, r, seed=0), m=budget, nswp=sweeps, dr_max=0,
+                        log=False)
+
+
 def _cross(d, n, r, sweeps):
     """TT-cross of a smooth function on an n^d grid at fixed rank r, ``sweeps`` sweeps:
     tenalg's one-site alternating cross against teneva's with the same ranks (dr_max=0),
@@ -187,9 +193,7 @@ def _cross(d, n, r, sweeps):
         budget = tt.cross(f, (n,) * d, ranks=r, nsweeps=sweeps, rng=0)[1].nevals
         fns = {"tenalg": lambda: tt.cross(f, (n,) * d, ranks=r, nsweeps=sweeps, rng=0)[0]}
         if teneva is not None:
-            start = teneva.rand([n] * d, r, seed=0)
-            fns["teneva"] = lambda: teneva.cross(f, start, m=budget, nswp=sweeps, dr_max=0,
-                                                 log=False)
+            fns["teneva"] = partial(_teneva_cross, f, d, n, r, sweeps, budget)
         return fns
 
     return Workload(f"tt-cross-d{d}-n{n}-r{r}-{sweeps}sweeps", "tt", setup, compare=False)
@@ -203,9 +207,7 @@ def cross_errors(d=10, n=16, r=8, sweeps=4, points=5000):
     train, info = tt.cross(f, (n,) * d, ranks=r, nsweeps=sweeps, rng=0)
     got = {"tenalg": train.evaluate(idx)}
     if teneva is not None:
-        start = teneva.rand([n] * d, r, seed=0)
-        got["teneva"] = teneva.get_many(
-            teneva.cross(f, start, m=info.nevals, nswp=sweeps, dr_max=0, log=False), idx)
+        got["teneva"] = teneva.get_many(_teneva_cross(f, d, n, r, sweeps, info.nevals), idx)
     return {k: float(np.linalg.norm(v - exact) / np.linalg.norm(exact)) for k, v in got.items()}
 
 

@@ -82,6 +82,12 @@ SPLIT_FLOPS = 1 << 22  # a stack of GEMMs is shared among threads from this much
 PARTS_PER_THREAD = 4
 
 
+def splits(g, m, n, k):
+    """Whether a stack of ``g`` products (m x k) (k x n) has the work to share among
+    threads (a contraction asks once, when it is planned)."""
+    return g > 1 and 2 * g * m * n * k >= SPLIT_FLOPS
+
+
 @functools.cache
 def _pool(workers, pid):
     """The worker threads of :func:`matmul` in process ``pid`` (a child forked after the
@@ -102,7 +108,7 @@ def matmul(a, b, out):
     """
     g = a.shape[0] if a.ndim == 3 else 0
     if (g < 2 or b.ndim != 3 or b.shape[0] != g
-            or 2 * g * a.shape[1] * a.shape[2] * b.shape[2] < SPLIT_FLOPS
+            or not splits(g, a.shape[1], b.shape[2], a.shape[2])
             or threading.current_thread() is not threading.main_thread()
             or np.may_share_memory(out, a) or np.may_share_memory(out, b)):
         return np.matmul(a, b, out=out)

@@ -264,8 +264,7 @@ class Pairwise:
         self.direct = self.m == 1 and self.n == 1 and self.batch_size > 1
         # a stack with the work to share among threads goes to blas.matmul, others to
         # np.matmul bare (the check per call cost an 8 x 8 einsum a tenth of its 3 us)
-        self.split = (self.batch_size > 1 and 2 * self.batch_size * self.m * self.n * self.k
-                      >= blas.SPLIT_FLOPS)
+        self.split = blas.splits(self.batch_size, self.m, self.n, self.k)
         self.matmul = blas.matmul if self.split else np.matmul
         self._choose(sa, sb, sd, free_a, free_b, inner)
         self._epilogues = {}

@@ -240,18 +240,12 @@ def _prove_by_residual(x, lam, v, err, eta, d2, max_rank, k, tail, ok):
     so proven. Rounding X + X (d 20, n 32, r 30, eps 1e-8), whose cuts all took LAPACK's
     SVD: 65-73 -> 50-53 ms."""
     todo = np.flatnonzero(~ok)
-    lam, v = lam[todo], v[todo]
-    clean = np.where(lam > err[todo, None], lam, 0.0)
-    dd = d2[todo]
-    k2 = keep_ranks(np.sqrt(clean), np.sqrt(dd), None)[0]
-    g, p = lam.shape
-    rows_g = np.arange(g)
+    lam, v, e, dd = lam[todo], v[todo], err[todo], d2[todo]
+    k2, clean, needed = noise_rank(lam, e, dd)
+    g = lam.shape[0]
     sq = np.concatenate([clean, np.zeros((g, 1))], axis=1)
-    lam_k, lam_next = sq[rows_g, k2 - 1], sq[rows_g, k2]
-    e = err[todo]
-    weight_from_k = np.maximum(lam - e[:, None], 0)[:, ::-1].cumsum(axis=1)[:, ::-1]
-    candidate = ((lam_k >= e / eta) & (lam_k - lam_next >= e / eta + 2 * e)
-                 & ((k2 == 1) | (weight_from_k[rows_g, k2 - 1] > dd)))
+    lam_k, lam_next = sq[np.arange(g), k2 - 1], sq[np.arange(g), k2]
+    candidate = (lam_k >= e / eta) & (lam_k - lam_next >= e / eta + 2 * e) & needed
     if max_rank is not None:
         candidate &= k2 <= max_rank
     if not candidate.any():
@@ -260,13 +254,32 @@ def _prove_by_residual(x, lam, v, err, eta, d2, max_rank, k, tail, ok):
     mask = rank_mask(k2)
     vk = v[candidate][:, :, : mask.shape[1]] * mask[:, None, :]
     xs = x[todo]
-    residual = xs - np.matmul(np.matmul(xs, vk), hermitian(vk))
-    weight = (np.abs(residual) ** 2).sum(axis=(1, 2))
-    bound = (SAFETY * (k2 * np.sqrt(k2) + 1) * unit_roundoff(x.dtype)
-             * np.sqrt((np.abs(xs) ** 2).sum(axis=(1, 2))))
-    proven = np.sqrt(weight) + bound <= np.sqrt(dd)
+    weight, proven = residual_within(xs - np.matmul(np.matmul(xs, vk), hermitian(vk)), xs,
+                                     k2, np.sqrt(dd))
     todo = todo[proven]
     k[todo], tail[todo], ok[todo] = k2[proven], weight[proven], True
+
+
+def noise_rank(lam, err, d2):
+    """Per row of descending Gram eigenvalues ``lam`` (g, p) with error bound ``err``
+    (g,): the rank k kept for delta^2 = ``d2`` (g,) by the eigenvalues above ``err`` (the
+    rest are rounding noise, taken as zeros: ``clean``), and whether k - 1 provably would
+    not do (the eigenvalues from the k-th on, each lowered by ``err``, outweigh d2)."""
+    clean = np.where(lam > err[:, None], lam, 0.0)
+    k = keep_ranks(np.sqrt(clean), np.sqrt(d2), None)[0]
+    weight_from = np.maximum(lam - err[:, None], 0)[:, ::-1].cumsum(axis=1)[:, ::-1]
+    return k, clean, (k == 1) | (weight_from[np.arange(len(k)), k - 1] > d2)
+
+
+def residual_within(residual, x, k, delta):
+    """Per matrix of the stack ``residual``, formed explicitly from ``x`` and a rank-k
+    factorisation of it: its weight ||residual||_F^2, and whether its norm plus the
+    rounding bound of forming it, (k^1.5 + 1) u ||x||_F times SAFETY (the elementwise
+    GEMM bound in the Frobenius norm), is within ``delta`` (a proof that k suffices)."""
+    weight = (np.abs(residual) ** 2).sum(axis=(1, 2))
+    bound = (SAFETY * (k * np.sqrt(k) + 1) * unit_roundoff(x.dtype)
+             * np.sqrt((np.abs(x) ** 2).sum(axis=(1, 2))))
+    return weight, np.sqrt(weight) + bound <= delta
 
 
 def truncated_svd(m, delta, max_rank, gram=True, work=FRESH, key="left"):
