@@ -5,6 +5,7 @@ Layouts are drawn by hypothesis: random extents (0 and 1 included), axis orders,
 same order as NumPy's must agree exactly; sums agree with math.fsum to a bound.
 """
 
+import contextlib
 import math
 
 import ml_dtypes
@@ -85,6 +86,21 @@ def assert_same(got, want, exact=True, scale=1.0):
                                    rtol=rtol, atol=rtol * max(1e-3, scale), equal_nan=True)
 
 
+@contextlib.contextmanager
+def streaming(stream=True):
+    """Within: permutations of any size stream their stores past the caches
+    (``cpu._STREAM_BYTES`` 0), as those of many megabytes do; ``stream`` False changes
+    nothing."""
+    saved = cpu._STREAM_BYTES
+    cpu._STREAM_BYTES = 0 if stream else saved
+    cpu._permute_call.cache_clear()
+    try:
+        yield
+    finally:
+        cpu._STREAM_BYTES = saved
+        cpu._permute_call.cache_clear()
+
+
 def empty_like_layout(draw, shape, dtype):
     """An output of ``shape`` in a random (non-overlapping) layout, filled with garbage."""
     out = draw(strided(shape, dtype, output=True))
@@ -128,14 +144,15 @@ def test_16bit_loads_are_exact():
 
 @SETTINGS
 @given(st.data(), shapes, dtype_pairs, st.sampled_from(list(Unary)),
-       st.sampled_from([1, 2, -0.5]))
-def test_permute_matches_reference(data, shape, dtypes, unary, alpha):
+       st.sampled_from([1, 2, -0.5]), st.booleans())
+def test_permute_matches_reference(data, shape, dtypes, unary, alpha, stream):
     a = data.draw(strided(shape, dtypes[0]))
     out = empty_like_layout(data.draw, shape, dtypes[1])
     want = np.empty(shape, dtypes[1])
     compute = compute_for(*dtypes)
     reference.permute(want, a, alpha=alpha, unary=unary, compute=compute)
-    cpu.permute(out, a, alpha=alpha, unary=unary, compute=compute)
+    with streaming(stream):
+        cpu.permute(out, a, alpha=alpha, unary=unary, compute=compute)
     assert_same(out, want, exact=unary in EXACT_UNARIES and dtypes[0].kind != "c")
 
 
@@ -143,7 +160,8 @@ def test_permute_matches_reference(data, shape, dtypes, unary, alpha):
                                     (F32, BF16), (F32, F16), (BF16, F64), (C64, C64)])
 @pytest.mark.parametrize("axes", [(1, 0), (3, 1, 0, 2), (2, 0, 1)])
 @pytest.mark.parametrize("unary", [Unary.NEGATE, Unary.IDENTITY])
-def test_permute_tiles(dtypes, axes, unary):
+@pytest.mark.parametrize("stream", [False, True])
+def test_permute_tiles(dtypes, axes, unary, stream):
     """Scaled and converting permutations (tiles through a buffer, transposed by vector
     blocks): extents that are not multiples of the tile or the block, on both tiled axes."""
     shape = (70, 45, 3, 33)[: len(axes)]
@@ -151,7 +169,8 @@ def test_permute_tiles(dtypes, axes, unary):
     view = a.transpose(axes)
     out = np.empty(view.shape, dtypes[1])
     compute = compute_for(*dtypes)
-    cpu.permute(out, view, alpha=3, unary=unary, compute=compute)
+    with streaming(stream):
+        cpu.permute(out, view, alpha=3, unary=unary, compute=compute)
     sign = -1 if unary is Unary.NEGATE else 1
     assert_same(out, (sign * 3 * view.astype(compute)).astype(dtypes[1]))
 
@@ -182,14 +201,16 @@ def test_permute_scaled_in_registers_rounds_like_numpy(dtypes, alpha):
 
 @pytest.mark.parametrize("dtype", SAME)
 @pytest.mark.parametrize("steps", [(1, 1), (1, -1), (2, 1), (-1, 3)])
-def test_permute_plain_copy_blocks(dtype, steps):
+@pytest.mark.parametrize("stream", [False, True])
+def test_permute_plain_copy_blocks(dtype, steps, stream):
     """Plain copies move elements in k x k vector blocks where both fastest strides are 1: extents
     with partial blocks, reversed and strided axes, NaN and signed zeros kept."""
     a = values(np.random.default_rng(6), (45 * abs(steps[0]), 3, 70 * abs(steps[1])), dtype)
     a.reshape(-1)[:4] = np.asarray([np.nan, -0.0, np.inf, -np.inf]).astype(dtype)
     view = a[:: steps[0], :, :: steps[1]].transpose(2, 1, 0)
     out = np.empty(view.shape, dtype)
-    cpu.permute(out, view, alpha=1, unary=Unary.IDENTITY, compute=compute_for(dtype))
+    with streaming(stream):
+        cpu.permute(out, view, alpha=1, unary=Unary.IDENTITY, compute=compute_for(dtype))
     assert_same(out, view.copy())
     assert np.array_equal(np.signbit(out.real), np.signbit(view.real))
 
@@ -208,12 +229,15 @@ ALIASED_CASES = [
 
 
 @pytest.mark.parametrize("dtypes, unary, alpha, avx2, avx512", ALIASED_CASES)
-def test_permute_stages_rows_that_alias(dtypes, unary, alpha, avx2, avx512):
+@pytest.mark.parametrize("stream", [False, True])
+def test_permute_stages_rows_that_alias(dtypes, unary, alpha, avx2, avx512, stream):
     """Out's rows 32 KB apart: tiles whose blocks write less than a cache line of a row
-    go through a buffer of out's rows (and say so); partial tiles and blocks included."""
+    go through a buffer of out's rows (and say so); partial tiles and blocks included;
+    the rows streamed from the buffer too."""
     a = values(np.random.default_rng(8), (3, 70, 45), dtypes[0])
     out = np.empty((3, 45, cpu._ALIASED // dtypes[1].itemsize), dtypes[1])[:, :, :70]
-    about = permuted_like_reference(out, a.transpose(0, 2, 1), alpha, unary)
+    with streaming(stream):
+        about = permuted_like_reference(out, a.transpose(0, 2, 1), alpha, unary)
     staged = avx512 if cpu._VECTOR_BITS == 512 else avx2
     assert ("row by row (out's rows 32768 bytes apart)" in about) == staged, about
 
@@ -266,10 +290,12 @@ def test_line_shift_starts_tiles_on_cache_lines():
     (F64, F64, F64, 1), (F32, F32, F32, 1), (F16, F16, F32, 1), (F32, F32, F32, 2),
     (F32, F16, F32, 2), (C128, C128, C128, 1)])
 @pytest.mark.parametrize("start", [0, 1, 3, 5])
-def test_permute_tiles_shift_onto_cache_lines(dtype, out_type, compute, alpha, start):
+@pytest.mark.parametrize("stream", [False, True])
+def test_permute_tiles_shift_onto_cache_lines(dtype, out_type, compute, alpha, start, stream):
     """Out's rows (long, their starts whole lines apart) that begin anywhere in a cache
     line: the tiles along them shift so that block rows start on lines, the first tile
-    narrower; every element lands where it belongs and nothing around out is written."""
+    narrower; every element lands where it belongs and nothing around out is written,
+    streamed (blocks of whole lines past the caches, the others through them) or not."""
     a = values(np.random.default_rng(start), (300, 1037), dtype)
     item = np.dtype(out_type).itemsize
     width = 1280  # out's row stride: whole lines for every element size
@@ -277,15 +303,36 @@ def test_permute_tiles_shift_onto_cache_lines(dtype, out_type, compute, alpha, s
     skew = (-buf.ctypes.data) % 64 // item  # buf[skew] starts a line
     at = skew + start
     out = np.lib.stride_tricks.as_strided(buf[at:], (1037, 300), (width * item, item))
-    call = cpu.permute_call(out, a.T, alpha=alpha, unary=Unary.IDENTITY, compute=compute)
+    with streaming(stream):
+        call = cpu.permute_call(out, a.T, alpha=alpha, unary=Unary.IDENTITY, compute=compute)
+        call.run((out, a.T), (alpha,))
     assert call.static[2][5] == 1 and "onto cache lines" in call.about
-    cpu.permute(out, a.T, alpha=alpha, unary=Unary.IDENTITY, compute=compute)
+    # each case moves blocks (plain, or in registers), whose rows are whole lines where
+    # they hold 4 bytes an element or more in a vector of 512 bits
+    streamed = stream and cpu._STREAMS and cpu._VECTOR_BITS == 512 and out_type.itemsize >= 4
+    assert ("streamed past the caches" in call.about) == streamed, call.about
     want = (a.T.astype(np.complex128 if dtype.kind == "c" else np.float64) * alpha
             ).astype(out_type)
     assert_same(out, want)
     written = np.zeros(buf.size, bool)
     written[at + (np.arange(1037)[:, None] * width + np.arange(300)).ravel()] = True
     assert np.isnan(buf[~written].astype(np.complex128)).all()
+
+
+@pytest.mark.skipif(not cpu._STREAMS, reason="streamed stores are x86's")
+def test_permutations_of_many_megabytes_stream_past_the_caches():
+    """From _STREAM_BYTES of out on, a transpose (tiles) and a permutation that keeps the
+    rows (row tiles) stream out; one element fewer does not."""
+    n = cpu._STREAM_BYTES // 8 // 1024
+    a = values(np.random.default_rng(3), (n, 1024), F64)
+    for view in (a.T, a.reshape(n // 2, 2, 1024).transpose(1, 0, 2)):
+        for size, streamed in ((view.shape[0], True), (view.shape[0] - 1, False)):
+            part = view[:size]
+            out = np.empty(part.shape)
+            call = cpu.permute_call(out, part, alpha=1, unary=Unary.IDENTITY, compute=F64)
+            assert ("streamed past the caches" in call.about) == streamed, call.about
+            call.run((out, part), (1,))
+            assert_same(out, part)
 
 
 @SETTINGS
@@ -295,7 +342,8 @@ def test_permute_tiles_shift_onto_cache_lines(dtype, out_type, compute, alpha, s
        st.sampled_from([1, -2]), st.sampled_from([1, 1, -1, 2]))
 def test_permute_rows_match_reference(data, lead, n, dtypes, unary, alpha, step):
     """Permutations that keep the innermost axis (rows of n elements, the row-tile
-    kernel): tile edges, merged axes, reversed and strided rows, conversions."""
+    kernel): tile edges, merged axes, reversed and strided rows, conversions, streamed
+    or not."""
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     base = values(rng, tuple(lead) + (n * abs(step),), dtypes[0])[..., ::step]
     order = data.draw(st.permutations(range(len(lead))))
@@ -304,27 +352,48 @@ def test_permute_rows_match_reference(data, lead, n, dtypes, unary, alpha, step)
     want = np.empty(a.shape, dtypes[1])
     compute = compute_for(*dtypes)
     reference.permute(want, a, alpha=alpha, unary=unary, compute=compute)
-    cpu.permute(out, a, alpha=alpha, unary=unary, compute=compute)
+    with streaming(data.draw(st.booleans())):
+        cpu.permute(out, a, alpha=alpha, unary=unary, compute=compute)
     assert_same(out, want, exact=unary in EXACT_UNARIES and dtypes[0].kind != "c")
 
 
 @pytest.mark.parametrize("dtype", SAME)
-def test_copy_run_moves_exactly_its_elements(dtype):
+@pytest.mark.parametrize("stream", [0, 1])
+def test_copy_run_moves_exactly_its_elements(dtype, stream):
     """A run of n elements moved as vectors, then units: the bits land at the offset, for
-    runs shorter than a vector, of whole vectors and with a tail; nothing else is
-    written."""
+    runs shorter than a vector, of whole vectors and with a tail, starting anywhere in a
+    cache line (streamed: units up to the line first); nothing else is written."""
     import numba
 
-    copy = numba.njit(lambda out, o, a, s, n: cpu._copy_run(out, o, a, s, n))
+    copy = numba.njit(lambda out, o, a, s, n, stream: cpu._copy_run(out, o, a, s, n, stream))
     storage = np.uint16 if dtype in (F16, BF16) else dtype  # Numba sees 16-bit data as bits
     k = cpu._VECTOR_BITS // (8 * min(dtype.itemsize, 8))  # units a vector holds
     for n in (0, 1, k - 1, k, k + 1, 3 * k + 5):
-        a = values(np.random.default_rng(n), n + 9, dtype).view(storage)
-        out = np.full(n + 7, 7, dtype).view(storage)
-        copy(out, 3, a, 5, n)
-        want = np.full(n + 7, 7, dtype).view(storage)
-        want[3:3 + n] = a[5:5 + n]
-        assert want.tobytes() == out.tobytes(), n
+        for o in range(0, 64 // dtype.itemsize + 1, max(1, 16 // dtype.itemsize)):
+            a = values(np.random.default_rng(n), n + 9, dtype).view(storage)
+            out = np.full(n + o + 4, 7, dtype).view(storage)
+            copy(out, o, a, 5, n, stream)
+            want = np.full(n + o + 4, 7, dtype).view(storage)
+            want[o:o + n] = a[5:5 + n]
+            assert want.tobytes() == out.tobytes(), (n, o)
+
+
+def test_copy_run_streams_only_where_asked_and_elements_align():
+    """Streamed runs store past the caches (LLVM's nontemporal stores), in the compiled
+    code only where ``stream`` is set at run time; a run whose elements do not start on
+    their own size (float64 4 bytes past one) is moved through the caches, exactly."""
+    import numba
+
+    copy = numba.njit(lambda out, o, a, s, n, stream: cpu._copy_run(out, o, a, s, n, stream))
+    a = np.arange(40.0)
+    raw = np.zeros(8 * 42, np.uint8)
+    at = (4 - raw.ctypes.data) % 8
+    skewed = raw[at:at + 8 * 41].view(F64)
+    assert skewed.ctypes.data % 8 == 4
+    copy(skewed, 1, a, 0, 40, 1)
+    assert np.array_equal(skewed[1:], a) and skewed[0] == 0
+    llvm_ir = next(iter(copy.inspect_llvm().values()))
+    assert "!nontemporal" in llvm_ir
 
 
 def test_permute_rows_merge_axes():

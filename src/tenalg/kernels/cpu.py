@@ -22,6 +22,7 @@ import contextlib
 import functools
 import itertools
 import math
+import platform
 from types import FunctionType
 from typing import NamedTuple
 
@@ -83,6 +84,11 @@ _ALIASED = 1 << 15
 # into out 16.7 -> 14.4; (32,)*4 float64 into out 2.31 -> 1.84 ms
 _STAGED_BYTES = 1 << 17
 _MICRO = 8  # side of the blocks a plain-copy tile moves in (unrolled, vectorised)
+# Permutations that write at least this many bytes store whole cache lines past the caches
+# (non-temporal stores, x86 only: their fence is SFENCE): the lines are not read before they
+# are written, which a store through the caches does, and the caches keep the input
+_STREAMS = platform.machine().lower() in ("x86_64", "amd64")
+_STREAM_BYTES = 3 << 22
 # Width of the vectors a plain-copy block moves: whole 64-byte lines where AVX-512 has the
 # registers (8-byte elements then move in 8 x 8 blocks of full lines, 2x faster than 4 x 4)
 _VECTOR_BITS = 512 if "+avx512f" in llvm.get_host_cpu_features().flatten() else 256
@@ -233,6 +239,28 @@ def _prefetch(typingctx, x, index):
         return context.get_dummy_value()
 
     return types.void(x, index), codegen
+
+
+def _streamed_store(builder, value, pointer, size):
+    """Codegen: a store of ``size`` bytes that bypasses the caches (non-temporal: the line
+    is not read before it is written, nor does it evict other data); ``pointer`` aligned
+    to ``size``.  Only :func:`_store_fence` makes it visible to other threads."""
+    store = builder.store(value, pointer, align=size)
+    store.set_metadata("nontemporal", builder.module.add_metadata([ir.IntType(32)(1)]))
+
+
+@intrinsic
+def _store_fence(typingctx):
+    """Make this thread's streamed stores visible to others (x86's SFENCE): a task that
+    streamed its output ends with it."""
+    def codegen(context, builder, sig, args):
+        if _STREAMS:
+            fn = builder.module.declare_intrinsic("llvm.x86.sse.sfence",
+                                                  fnty=ir.FunctionType(ir.VoidType(), []))
+            builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return types.void(), codegen
 
 
 @njit(**_JIT, inline="always")
@@ -757,23 +785,26 @@ def _widened(builder, v, code):
 
 
 @intrinsic(prefer_literal=True)
-def _move_block(typingctx, out, o, so, a, s, sa, alpha, src, dst):
+def _move_block(typingctx, out, o, so, a, s, sa, alpha, src, dst, stream):
     """out[o + j*so + i] = a[s + i*sa + j] for i, j < k, k = _block_side(element): k rows
     loaded as half vectors put together as the first stage of the transposition leaves
-    them, transposed by its other log2(k) - 1 stages of shuffles, stored as vectors.
+    them, transposed by its other log2(k) - 1 stages of shuffles, stored as vectors;
+    where ``stream`` (a literal) is 1 and each stored vector is one whole cache line,
+    streamed past the caches (:func:`_streamed_store`: the caller makes sure they start
+    on lines).
     alpha None moves the bits as they are; else, in alpha's type, the rows are widened
     and scaled as they load and converted as they store: ``src`` and ``dst``, literals,
     say what 16-bit a and out hold (0: alpha's type, 1 float16, 2 bfloat16), with the
     exact widenings of :func:`_load` and the roundings of :func:`_storage_value`."""
-    if not (isinstance(src, types.IntegerLiteral) and isinstance(dst, types.IntegerLiteral)):
+    if not all(isinstance(x, types.IntegerLiteral) for x in (src, dst, stream)):
         return None
     scaled = not isinstance(alpha, types.NoneType)
     bits = alpha.bitwidth if scaled else out.dtype.bitwidth
     a_bytes, out_bytes = a.dtype.bitwidth // 8, out.dtype.bitwidth // 8
-    wide_in, wide_out = src.literal_value, dst.literal_value
+    wide_in, wide_out, streamed = src.literal_value, dst.literal_value, stream.literal_value
 
     def codegen(context, builder, sig, args):
-        (_, o, so, _, s, sa, alpha, _, _), k = args, _block_side(bits)
+        (_, o, so, _, s, sa, alpha, _, _, _), k = args, _block_side(bits)
         element = (ir.IntType(16) if wide_in else context.get_value_type(sig.args[6])
                    if scaled else ir.IntType(bits))
         rows = _first_stage_rows(context, builder, sig, args, s, sa, element, k, a_bytes)
@@ -791,20 +822,23 @@ def _move_block(typingctx, out, o, so, a, s, sa, alpha, src, dst):
                                     ir.VectorType(ir.IntType(16), k)) for v in rows]
         elif wide_out == 2:
             rows = [_narrowed_bfloat(builder, v) for v in rows]
-        for p, v in zip(_block_rows(context, builder, sig, args, 0, o, so, rows[0].type, k),
-                        rows, strict=True):
-            builder.store(v, p, align=out_bytes)
+        pointers = _block_rows(context, builder, sig, args, 0, o, so, rows[0].type, k)
+        for p, v in zip(pointers, rows, strict=True):
+            if streamed and k * out_bytes == _LINE:
+                _streamed_store(builder, v, p, _LINE)
+            else:
+                builder.store(v, p, align=out_bytes)
         return context.get_dummy_value()
 
     return types.void(out, types.int64, types.int64, a, types.int64, types.int64, alpha,
-                      src, dst), codegen
+                      src, dst, stream), codegen
 
 
-def _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark):
+def _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark, stream):
     """out[dst + i*sop + j*soq] = a[src + i*sap + j*saq] for i < mp, j < mq: moved as
     they are (alpha None: out and a share a storage type), or widened (``mark``: a's
     16-bit format), scaled by alpha in its type and converted to out's storage (``fmt``:
-    out's 16-bit format)."""
+    out's 16-bit format); ``stream``: register blocks may stream (:func:`_move_block`)."""
 
 
 def _registers_serve(a, out, compute):
@@ -842,62 +876,68 @@ def _moved_impl(out, v, alpha, fmt, mark):
         out, alpha * _like(_load(v, mark), alpha), fmt)
 
 
-def _block(out, o, so, a, s, sa, alpha, fmt, mark):
+def _block(out, o, so, a, s, sa, alpha, fmt, mark, stream):
     """One k x k block of :func:`_copy_tile` transposed in registers."""
 
 
-@overload(_block, jit_options=_JIT)
-def _block_impl(out, o, so, a, s, sa, alpha, fmt, mark):
+@overload(_block, jit_options=_JIT, prefer_literal=True)
+def _block_impl(out, o, so, a, s, sa, alpha, fmt, mark, stream):
     if isinstance(alpha, types.NoneType):  # the bits as they are
-        return lambda out, o, so, a, s, sa, alpha, fmt, mark: _move_block(
-            out, o, so, a, s, sa, None, 0, 0)
+        return lambda out, o, so, a, s, sa, alpha, fmt, mark, stream: _move_block(
+            out, o, so, a, s, sa, None, 0, 0, stream)
     if a.dtype != types.uint16:
-        return lambda out, o, so, a, s, sa, alpha, fmt, mark: _block_from(
-            out, o, so, a, s, sa, alpha, 0, fmt)
+        return lambda out, o, so, a, s, sa, alpha, fmt, mark, stream: _block_from(
+            out, o, so, a, s, sa, alpha, 0, fmt, stream)
 
-    def impl(out, o, so, a, s, sa, alpha, fmt, mark):  # a's format as a literal
+    def impl(out, o, so, a, s, sa, alpha, fmt, mark, stream):  # a's format as a literal
         if mark == 1:
-            _block_from(out, o, so, a, s, sa, alpha, 1, fmt)
+            _block_from(out, o, so, a, s, sa, alpha, 1, fmt, stream)
         else:
-            _block_from(out, o, so, a, s, sa, alpha, 2, fmt)
+            _block_from(out, o, so, a, s, sa, alpha, 2, fmt, stream)
 
     return impl
 
 
-def _block_from(out, o, so, a, s, sa, alpha, src, fmt):
+def _block_from(out, o, so, a, s, sa, alpha, src, fmt, stream):
     """:func:`_move_block` from a's format ``src`` (a literal) into out's,
     ``fmt`` turned into a literal here: each block converts one way, no branch inside."""
 
 
 @overload(_block_from, jit_options=_JIT, prefer_literal=True)
-def _block_from_impl(out, o, so, a, s, sa, alpha, src, fmt):
+def _block_from_impl(out, o, so, a, s, sa, alpha, src, fmt, stream):
     if not isinstance(src, types.IntegerLiteral):
         return None
     if out.dtype != types.uint16:
-        return lambda out, o, so, a, s, sa, alpha, src, fmt: _move_block(
-            out, o, so, a, s, sa, alpha, src, 0)
+        return lambda out, o, so, a, s, sa, alpha, src, fmt, stream: _move_block(
+            out, o, so, a, s, sa, alpha, src, 0, stream)
 
-    def impl(out, o, so, a, s, sa, alpha, src, fmt):
+    def impl(out, o, so, a, s, sa, alpha, src, fmt, stream):
         if fmt == 1:
-            _move_block(out, o, so, a, s, sa, alpha, src, 1)
+            _move_block(out, o, so, a, s, sa, alpha, src, 1, stream)
         else:
-            _move_block(out, o, so, a, s, sa, alpha, src, 2)
+            _move_block(out, o, so, a, s, sa, alpha, src, 2, stream)
 
     return impl
 
 
-@overload(_copy_tile, jit_options=_JIT)
-def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark):
+def _tile_moves_of(out, a, alpha):
+    """(whether :func:`_copy_tile`'s blocks are shuffled in registers, their side), for
+    Numba types (decided when compiling)."""
     if isinstance(alpha, types.NoneType):
-        if out.dtype != a.dtype:  # never called: the kernel converts such tiles through buf
-            return lambda out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark: None
-        shuffle = out.dtype.bitwidth in _SHUFFLED_BITS
-        side = _plain_side(out.dtype.bitwidth)
-    else:
-        shuffle = _scaled_in_registers(out, a, alpha)
-        side = _block_side(alpha.bitwidth) if shuffle else _MICRO
+        return out.dtype.bitwidth in _SHUFFLED_BITS, _plain_side(out.dtype.bitwidth)
+    shuffle = _scaled_in_registers(out, a, alpha)
+    return shuffle, _block_side(alpha.bitwidth) if shuffle else _MICRO
 
-    def impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark):
+
+@overload(_copy_tile, jit_options=_JIT)
+def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark, stream):
+    if isinstance(alpha, types.NoneType) and out.dtype != a.dtype:
+        # never called: the kernel converts such tiles through buf
+        return (lambda out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark,
+                stream: None)
+    shuffle, side = _tile_moves_of(out, a, alpha)
+
+    def impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark, stream):
         if sop != 1 or saq != 1:
             for j in range(mq):
                 for i in range(mp):
@@ -905,17 +945,11 @@ def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, ma
                         out, a[_U(src + i * sap + j * saq)], alpha, fmt, mark)
             return
         ep, eq = mp - mp % side, mq - mq % side
-        # blocks along a's rows innermost: the lines of a row band are read back to back
-        for i0 in range(0, ep, side):  # unit strides as literals: the blocks vectorise
-            for j0 in range(0, eq, side):
-                o, s = dst + i0 + j0 * soq, src + i0 * sap + j0
-                if shuffle:
-                    _block(out, o, soq, a, s, sap, alpha, fmt, mark)
-                    continue
-                for j in range(side):
-                    for i in range(side):
-                        out[_U(o + i + j * soq)] = _moved(out, a[_U(s + i * sap + j)], alpha,
-                                                          fmt, mark)
+        if stream and shuffle and (out.ctypes.data + dst * out.itemsize) % _LINE == 0 and (
+                soq * out.itemsize) % _LINE == 0:  # every block row starts on a line
+            _blocks(out, a, dst, src, soq, sap, ep, eq, alpha, fmt, mark, 1)
+        else:
+            _blocks(out, a, dst, src, soq, sap, ep, eq, alpha, fmt, mark, 0)
         for j in range(eq):
             for i in range(ep, mp):
                 out[_U(dst + i + j * soq)] = _moved(out, a[_U(src + i * sap + j)], alpha, fmt,
@@ -928,23 +962,51 @@ def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, ma
     return impl
 
 
+def _blocks(out, a, dst, src, soq, sap, ep, eq, alpha, fmt, mark, stream):
+    """The whole blocks of :func:`_copy_tile` (its first ep x eq elements); ``stream``, a
+    literal, says whether register blocks stream (:func:`_move_block`)."""
+
+
+@overload(_blocks, jit_options=_JIT, prefer_literal=True)
+def _blocks_impl(out, a, dst, src, soq, sap, ep, eq, alpha, fmt, mark, stream):
+    if not isinstance(stream, types.IntegerLiteral):
+        return None
+    shuffle, side = _tile_moves_of(out, a, alpha)
+
+    def impl(out, a, dst, src, soq, sap, ep, eq, alpha, fmt, mark, stream):
+        # blocks along a's rows innermost: the lines of a row band are read back to back
+        for i0 in range(0, ep, side):  # unit strides as literals: the blocks vectorise
+            for j0 in range(0, eq, side):
+                o, s = dst + i0 + j0 * soq, src + i0 * sap + j0
+                if shuffle:
+                    _block(out, o, soq, a, s, sap, alpha, fmt, mark, stream)
+                    continue
+                for j in range(side):
+                    for i in range(side):
+                        out[_U(o + i + j * soq)] = _moved(out, a[_U(s + i * sap + j)], alpha,
+                                                          fmt, mark)
+
+    return impl
+
+
 @njit(**_JIT)
 def _tiles(out, a, dst, src, sor, sar, mr, sop, soq, sap, saq, mp, mq, alpha, fmt, mark,
-           staged):
+           staged, stream):
     """:func:`_copy_tile` for ``mr`` tiles (sor, sar) apart, or where ``staged`` the same
     into a buffer of their out rows, then row by row into out: each row of the first
     tile, of the second... (runs of mr * mp where out's rows go on from tile to tile;
-    each of out's lines written whole at once)."""
+    each of out's lines written whole at once).  ``stream``: out's lines may be streamed
+    (the buffer's never are)."""
     if not staged:
         for r in range(mr):
             _copy_tile(out, a, dst + r * sor, src + r * sar, sop, soq, sap, saq, mp, mq,
-                       alpha, fmt, mark)
+                       alpha, fmt, mark, stream)
         return
     rows = np.empty(mr * mp * mq, out.dtype)
     for r in range(mr):
         _copy_tile(rows, a, r * mp, src + r * sar, 1, mr * mp, sap, saq, mp, mq, alpha, fmt,
-                   mark)
-    _move_rows(out, rows, dst, 0, mp, sop, 1, mr, sor, mp, mq, soq, mr * mp)
+                   mark, 0)
+    _move_rows(out, rows, dst, 0, mp, sop, 1, mr, sor, mp, mq, soq, mr * mp, stream)
 
 
 @njit(**_JIT)
@@ -964,6 +1026,26 @@ def _load_tile(buf, a, src, sap, saq, mp, mq, mark, code, scale, alpha):
         for j in range(mq):
             v = _unary(code, _like(_load(a[_U(s + j * saq)], mark), alpha))
             buf[b + j] = alpha * v if scale else v
+
+
+@njit(**_JIT)
+def _converted_tiles(out, a, ta, dst, src, sor, sar, mr, sop, soq, sap, saq, mp, mq, code,
+                     scale, fmt, scal, staged, stream):
+    """The tile kernel's ``mr`` tiles through a compute-type buffer: loaded, transformed
+    and scaled (:func:`_load_tile`), then moved as they are where out stores the compute
+    type (scal's), else transposed in the buffer and converted row by row."""
+    buf = np.empty(2 * mp * mq, scal.dtype)
+    for t in range(mr):
+        _load_tile(buf, a, src + t * sar, sap, saq, mp, mq, ta[0], code, scale, scal[0])
+        at = dst + t * sor
+        if _same_dtype(out, scal):  # out stores the compute type: no conversion pass
+            _tiles(out, buf, at, 0, 0, 0, 1, sop, soq, mq, 1, mp, mq, None, fmt, 0, staged,
+                   stream)
+            continue
+        flipped = buf[mp * mq:]
+        _copy_tile(flipped, buf, 0, 0, 1, mp, mq, 1, mp, mq, None, fmt, 0, 0)  # in registers
+        for j in range(mq):  # write rows along out's fastest axis p
+            _store_row(out, at + j * soq, sop, flipped, j * mp, 1, mp, fmt)
 
 
 def _same_dtype(x, y):
@@ -988,7 +1070,7 @@ def _line_shift(first, item, tile):
 
 def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, a):
     """out = scale(unary(a)) tile by tile (tiles: [along p, along q, group, staged, along
-    r, aligned]); tiles are taken in groups of group x group so that the pages one thread
+    r, aligned, stream]); tiles are taken in groups of group x group so that the pages one thread
     touches stay few (TLB reach), the groups of a band along q one after the other along p, and
     ``along r`` tiles at once at consecutive positions of the axis r before q (out's rows
     may go on along it).  A plain copy (code < 0) moves elements directly; a scaled or
@@ -996,10 +1078,12 @@ def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, 
     widened, scaled, transposed and narrowed in registers (:func:`_move_block`); anything
     else goes through a buffer, tile by tile.  ``staged`` tiles write out row by row
     (:func:`_tiles`).  Where ``aligned`` (tiles[5], :func:`_aligns`) the tiles along p
-    start where out's rows reach a cache line, the first one narrower."""
+    start where out's rows reach a cache line, the first one narrower.  Where ``stream``
+    (tiles[6]), blocks of whole lines are streamed past the caches, and each task ends
+    with a store fence."""
     nd = shape.shape[0]
     p, q, r = nd - 1, nd - 2, max(nd - 3, 0)
-    tile_p, tile_q, group, staged = tiles[0], tiles[1], tiles[2], tiles[3]
+    tile_p, tile_q, group, staged, stream = tiles[0], tiles[1], tiles[2], tiles[3], tiles[6]
     tr = min(tiles[4], shape[r]) if nd > 2 else 1
     shift = _line_shift(out.ctypes.data + offs[0] * out.itemsize, out.itemsize,
                         tile_p) if tiles[5] else 0  # tiles along p start at -shift
@@ -1031,23 +1115,15 @@ def _tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, out, 
         dst = o + r0 * sor + p0 * sop + q0 * soq
         if code < 0:
             _tiles(out, a, dst, src, sor, sar, mr, sop, soq, sap, saq, mp, mq, None, fmt, 0,
-                   staged)
-            continue
-        if code == _IDENTITY and sop == 1 and saq == 1 and _fuses(out, a, scal[0]):
+                   staged, stream)
+        elif code == _IDENTITY and sop == 1 and saq == 1 and _fuses(out, a, scal[0]):
             _tiles(out, a, dst, src, sor, sar, mr, sop, soq, sap, saq, mp, mq, scal[0], fmt,
-                   ta[0], staged)
-            continue
-        buf = np.empty(2 * mp * mq, scal.dtype)
-        for t in range(mr):
-            _load_tile(buf, a, src + t * sar, sap, saq, mp, mq, ta[0], code, scale, scal[0])
-            at = dst + t * sor
-            if _same_dtype(out, scal):  # out stores the compute type: no conversion pass
-                _tiles(out, buf, at, 0, 0, 0, 1, sop, soq, mq, 1, mp, mq, None, fmt, 0, staged)
-                continue
-            flipped = buf[mp * mq:]
-            _copy_tile(flipped, buf, 0, 0, 1, mp, mq, 1, mp, mq, None, fmt, 0)  # in registers
-            for j in range(mq):  # write rows along out's fastest axis p
-                _store_row(out, at + j * soq, sop, flipped, j * mp, 1, mp, fmt)
+                   ta[0], staged, stream)
+        else:
+            _converted_tiles(out, a, ta, dst, src, sor, sar, mr, sop, soq, sap, saq, mp, mq,
+                             code, scale, fmt, scal, staged, stream)
+        if stream:
+            _store_fence()
 
 
 _PERMUTE = _twins(_tiles_kernel)
@@ -1058,52 +1134,81 @@ _PERMUTE = _twins(_tiles_kernel)
 
 
 @intrinsic
-def _copy_run(typingctx, out, o, a, s, n):
+def _copy_run(typingctx, out, o, a, s, n, stream):
     """out[o:o + n] = a[s:s + n] (arrays of one storage type, not overlapping there), as
     vectors of _VECTOR_BITS and then units of up to 64 bits: no overlap check, no memcpy
     call (a compiled row loop does both, which cost rows of 32 float64 half the time of
-    a permutation in the caches)."""
+    a permutation in the caches).  Where ``stream`` is nonzero, units up to out's next
+    cache line go first, and the vectors from there are streamed past the caches
+    (:func:`_streamed_store`)."""
     if out.dtype != a.dtype:
         return None
     bits = out.dtype.bitwidth
     unit = min(bits, 64)
 
     def codegen(context, builder, sig, args):
-        out_, o_, a_, s_, n_ = args
+        out_, o_, a_, s_, n_, stream_ = args
         i64 = ir.IntType(64)
-        per = i64(bits // unit)  # units an element holds
+        per, width = i64(bits // unit), _VECTOR_BITS // unit  # units an element, a vector
         first, last, count = (builder.mul(x, per) for x in (o_, s_, n_))
-        for k in (_VECTOR_BITS // unit, 1):  # whole vectors, then single units
-            vec, done = ir.VectorType(ir.IntType(unit), k), builder.sdiv(count, i64(k))
+
+        def moves(k, done, streamed):  # done vectors of k units from first, last
+            vec = ir.VectorType(ir.IntType(unit), k)
             with cgutils.for_range(builder, done) as loop:
                 at = builder.mul(loop.index, i64(k))
-                p = [_vector_at(context, builder, sig.args[x], arr, builder.add(start, at), vec)
-                     for x, arr, start in ((2, a_, last), (0, out_, first))]
-                builder.store(builder.load(p[0], align=unit // 8), p[1], align=unit // 8)
+                src, dst = (
+                    _vector_at(context, builder, sig.args[x], arr, builder.add(start, at), vec)
+                    for x, arr, start in ((2, a_, last), (0, out_, first)))
+                v = builder.load(src, align=unit // 8)
+                if streamed:
+                    _streamed_store(builder, v, dst, k * unit // 8)
+                else:
+                    builder.store(v, dst, align=unit // 8)
+
+        address = builder.ptrtoint(_vector_at(context, builder, sig.args[0], out_, first,
+                                              ir.VectorType(ir.IntType(unit), 1)), i64)
+        streamed = builder.and_(
+            builder.icmp_signed("!=", stream_, i64(0)),
+            builder.icmp_unsigned("==", builder.urem(address, i64(unit // 8)), i64(0)))
+        to_line = builder.udiv(builder.and_(builder.sub(i64(0), address), i64(_LINE - 1)),
+                               i64(unit // 8))
+        head = builder.select(streamed, builder.select(
+            builder.icmp_signed("<", count, to_line), count, to_line), i64(0))
+        for k, done in ((1, head), (width, None), (1, None)):
+            done = builder.sdiv(count, i64(k)) if done is None else done
+            if k == 1:
+                moves(1, done, False)
+            else:
+                with builder.if_else(streamed) as (past, through):
+                    with past:
+                        moves(k, done, True)
+                    with through:
+                        moves(k, done, False)
             moved = builder.mul(done, i64(k))
             first, last, count = (builder.add(first, moved), builder.add(last, moved),
                                   builder.sub(count, moved))
         return context.get_dummy_value()
 
-    return types.void(out, types.int64, a, types.int64, types.int64), codegen
+    return types.void(out, types.int64, a, types.int64, types.int64, types.int64), codegen
 
 
-def _move_rows(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq):
+def _move_rows(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, stream):
     """out[o + t*sor + i*sop + j*soq] = a[s + t*sar + i*sap + j*saq] for t < n, i < mp,
     j < mq (rows t, written i fastest), elements moved as they are (out and a share a
-    storage type)."""
+    storage type); contiguous rows streamed where ``stream`` (:func:`_copy_run`)."""
 
 
 @overload(_move_rows, jit_options=_JIT)
-def _move_rows_impl(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq):
+def _move_rows_impl(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, stream):
     if out.dtype != a.dtype:  # never called: the kernel converts such rows through buf
-        return lambda out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq: None
+        return lambda out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, stream: None
 
-    def impl(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq):
+    def impl(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, stream):
         if sor == 1 and sar == 1:  # contiguous rows: vector runs
             for j in range(mq):
                 for i in range(mp):
-                    _copy_run(out, o + i * sop + j * soq, a, s + i * sap + j * saq, n)
+                    _copy_run(out, o + i * sop + j * soq, a, s + i * sap + j * saq, n,
+                              stream)
             return
         for j in range(mq):
             for i in range(mp):
@@ -1150,10 +1255,11 @@ def _row_tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, o
     """out = scale(unary(a)) row by row along the shared axis r (last), in tiles over
     out's next axis p (second last) and a's, q (third last); rows of a tile are written
     in out's order.  A plain copy (code < 0) moves the elements as they are, contiguous
-    rows in vector runs (:func:`_copy_run`)."""
+    rows in vector runs (:func:`_copy_run`), streamed past the caches where tiles[3]
+    (each task then ends with a store fence)."""
     nd = shape.shape[0]
     r, p, q = nd - 1, nd - 2, nd - 3
-    tile_p, tile_q, tile_r = tiles[0], tiles[1], tiles[2]
+    tile_p, tile_q, tile_r, stream = tiles[0], tiles[1], tiles[2], tiles[3]
     tp = (shape[p] + tile_p - 1) // tile_p
     tr = (shape[r] + tile_r - 1) // tile_r
     per_outer = (shape[q] + tile_q - 1) // tile_q * tp * tr
@@ -1172,7 +1278,9 @@ def _row_tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, o
         o += p0 * sop + q0 * soq + r0 * sor
         s += p0 * sap + q0 * saq + r0 * sar
         if code < 0:
-            _move_rows(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq)
+            _move_rows(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, stream)
+            if stream:
+                _store_fence()
             continue
         _convert_rows(out, a, ta, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, code, scale,
                       fmt, scal[0])
@@ -2565,28 +2673,44 @@ def permute_call(out, a, *, alpha, unary, compute):
 @functools.lru_cache(maxsize=1024)
 def _permute_call(out_layout, a_layout, code, scale, compute, threads):
     twins, shape, offs, strides, tiles = _permute_prep(out_layout, a_layout)
+    stream = _streams(shape, out_layout[2])
     if twins is _ROW_TILES:
+        stream = stream and code < 0  # rows moved as they are
         about = (f"rows of up to {tiles[2]} elements, in tiles of {tiles[0]} x {tiles[1]} "
-                 "rows")
+                 "rows" + (", streamed past the caches" if stream else ""))
+        tiles = np.array([*tiles, stream], np.int64)
     else:
-        how, staged = _tile_moves(out_layout[2], a_layout[2], strides, code, compute)
+        how, staged, side = _tile_moves(out_layout[2], a_layout[2], strides, code, compute)
         along_r = _staged_along_r(shape, strides, tiles, out_layout[2].itemsize) if staged else 1
         if along_r > 1:
             how += f", {along_r} tiles along the next axis at once"
         aligned = _aligns(shape, strides, tiles, out_layout[2].itemsize)
         if aligned:
             how += ", shifted along out's rows onto cache lines"
-        tiles = np.array([*tiles, staged, along_r, aligned], np.int64)
+        # staged rows stream from their buffer, blocks where a block row is a whole line
+        stream = stream and side is not None and (staged or side * out_layout[2].itemsize
+                                                  == _LINE)
+        if stream:
+            how += ", whole lines streamed past the caches"
+        tiles = np.array([*tiles, staged, along_r, aligned, stream], np.int64)
         about = f"tiles of {tiles[0]} x {tiles[1]} in groups of {tiles[2]} x {tiles[2]}, {how}"
     static = (strides, _mark(a_layout[2]), tiles, code, scale, _FORMATS.get(out_layout[2], 0))
     return _Call(twins[threads == 1], shape, offs, static, (0, 1), 1, compute,
                  _on_threads(about, threads))
 
 
+def _streams(shape, out_type):
+    """Whether a permutation's stores stream past the caches: where the host has the
+    store fence, and out is larger than the last-level cache would keep
+    (:data:`_STREAM_BYTES`)."""
+    return _STREAMS and math.prod(shape) * out_type.itemsize >= _STREAM_BYTES
+
+
 def _tile_moves(out_type, a_type, strides, code, compute):
     """(how the tile kernel moves a tile, in words; whether it stages the tile's out rows
-    in a buffer): where blocks write less than a cache line of each of out's rows and
-    those rows alias in the caches (:data:`_ALIASED`)."""
+    in a buffer: where blocks write less than a cache line of each of out's rows and
+    those rows alias in the caches (:data:`_ALIASED`); the side of the blocks that write
+    out, None where elements are stored one by one)."""
     side = None  # of the blocks that write out (None: an element or a row at a time)
     if not (strides[0, -1] == 1 and strides[1, -2] == 1):
         how = "element by element (strided fastest axes)"
@@ -2603,7 +2727,7 @@ def _tile_moves(out_type, a_type, strides, code, compute):
     staged = side is not None and side * out_type.itemsize < _LINE and row_bytes % _ALIASED == 0
     if staged:
         how += f", then row by row (out's rows {abs(row_bytes)} bytes apart)"
-    return how, staged
+    return how, staged, side
 
 
 def _aligns(shape, strides, tiles, itemsize):
