@@ -1030,12 +1030,15 @@ def test_reduce_strided_lanes_keep_the_cascade_order(dtype, compute, op):
     ((6, 3, 5, 64), (1, 2), slice(None)),    # wide lanes, two walk axes
     ((3, 5, 5000), (1,), slice(None)),       # lanes in two tiles (of _LANES)
     ((40, 300, 1), (2,), slice(None)),       # no walk: one term, over an axis of one
+    ((37, 29, 8, 8), (2,), slice(None)),     # two outer axes: tasks end inside their runs
+    ((29, 8, 37, 8), (1,), slice(None, 5)),  # ... the outer axes' strides not nested
 ])
 def test_few_terms_combine_in_order(dtype, compute, op, shape, axes, lanes):
     """Outputs of at most one block of terms and no reduced row (a sum over axis 1 of
     (16384, 8, 8)) take the few-terms kernel, which combines each output's terms one
     after the other from op's identity, the walk in its order: bit for bit that order,
-    which is the lane kernel's for one block."""
+    which is the lane kernel's for one block; offsets step along the last outer axis,
+    through tasks that start and end inside its runs."""
     a = values(np.random.default_rng(sum(shape)), shape, dtype)[..., lanes]
     free = [ax for ax in range(a.ndim) if ax not in axes]
     view = a.transpose(*free, *axes)
