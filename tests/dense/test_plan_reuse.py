@@ -146,3 +146,25 @@ def test_explain_names_the_kernel_call(make, says):
     text = ta.Plan(make(f), kernels="cpu").explain()
     last = text.splitlines()[-1]
     assert re.search(says, last) and ("thread" in last or says == "two passes"), text
+
+
+def test_new_outputs_of_a_megabyte_or_more_start_on_a_cache_line():
+    """Outputs the plans allocate start on a 64-byte line from 1 MB on (C order and the
+    inputs' order alike), hold the right values and can be written; smaller ones are
+    NumPy's own arrays."""
+    rng = np.random.default_rng(0)
+    for shape, dtype, lined in (((64, 64, 64), np.float64, True), ((128, 1024), np.float32,
+                                                                     False)):
+        a = rng.standard_normal(shape).astype(dtype)
+        got = ta.permute(a, (2, 1, 0) if a.ndim == 3 else (1, 0))
+        assert np.array_equal(got, a.T) and got.flags.c_contiguous and got.flags.writeable
+        assert (got.ctypes.data % 64 == 0) == lined and got.flags.owndata == (not lined)
+        got[...] = 1.0  # its own memory
+        assert (a != 1.0).all()
+    a = rng.standard_normal((512, 512, 2)).transpose(1, 0, 2)  # K order: a transposed buffer
+    op = ta.Operation.elementwise_binary(
+        ta.Operand(ta.TensorDescriptor.from_array(a), "ijk"),
+        ta.Operand(ta.TensorDescriptor.from_array(a), "ijk"), out_modes="ijk", op="add")
+    got = ta.Plan(op).execute(a, a)
+    assert np.array_equal(got, a + a) and got.strides == a.strides
+    assert got.ctypes.data % 64 == 0
