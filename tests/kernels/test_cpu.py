@@ -378,10 +378,10 @@ def test_copy_run_moves_exactly_its_elements(dtype, stream):
             assert want.tobytes() == out.tobytes(), (n, o)
 
 
-def test_copy_run_streams_only_where_asked_and_elements_align():
-    """Streamed runs store past the caches (LLVM's nontemporal stores), in the compiled
-    code only where ``stream`` is set at run time; a run whose elements do not start on
-    their own size (float64 4 bytes past one) is moved through the caches, exactly."""
+def test_copy_run_streams_and_moves_misaligned_elements_exactly():
+    """The compiled run holds stores past the caches (LLVM's nontemporal stores, taken
+    where ``stream`` is set at run time); a streamed run whose elements do not start on
+    their own size (float64 4 bytes past one) moves them through the caches, exactly."""
     import numba
 
     copy = numba.njit(lambda out, o, a, s, n, stream: cpu._copy_run(out, o, a, s, n, stream))

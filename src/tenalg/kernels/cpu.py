@@ -920,7 +920,7 @@ def _block_from_impl(out, o, so, a, s, sa, alpha, src, fmt, stream):
     return impl
 
 
-def _tile_moves_of(out, a, alpha):
+def _tile_blocks(out, a, alpha):
     """(whether :func:`_copy_tile`'s blocks are shuffled in registers, their side), for
     Numba types (decided when compiling)."""
     if isinstance(alpha, types.NoneType):
@@ -935,7 +935,7 @@ def _copy_tile_impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, ma
         # never called: the kernel converts such tiles through buf
         return (lambda out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark,
                 stream: None)
-    shuffle, side = _tile_moves_of(out, a, alpha)
+    shuffle, side = _tile_blocks(out, a, alpha)
 
     def impl(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark, stream):
         if sop != 1 or saq != 1:
@@ -971,7 +971,7 @@ def _blocks(out, a, dst, src, soq, sap, ep, eq, alpha, fmt, mark, stream):
 def _blocks_impl(out, a, dst, src, soq, sap, ep, eq, alpha, fmt, mark, stream):
     if not isinstance(stream, types.IntegerLiteral):
         return None
-    shuffle, side = _tile_moves_of(out, a, alpha)
+    shuffle, side = _tile_blocks(out, a, alpha)
 
     def impl(out, a, dst, src, soq, sap, ep, eq, alpha, fmt, mark, stream):
         # blocks along a's rows innermost: the lines of a row band are read back to back
