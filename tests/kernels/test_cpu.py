@@ -295,14 +295,15 @@ def test_permute_tiles_shift_onto_cache_lines(dtype, out_type, compute, alpha, s
     """Out's rows (long, their starts whole lines apart) that begin anywhere in a cache
     line: the tiles along them shift so that block rows start on lines, the first tile
     narrower; every element lands where it belongs and nothing around out is written,
-    streamed (blocks of whole lines past the caches, the others through them) or not."""
-    a = values(np.random.default_rng(start), (300, 1037), dtype)
+    streamed (blocks of whole lines past the caches, the others through them, in the
+    streaming tiles) or not."""
+    a = values(np.random.default_rng(start), (600, 1037), dtype)
     item = np.dtype(out_type).itemsize
     width = 1280  # out's row stride: whole lines for every element size
     buf = np.full(start + 1037 * width + 64, np.nan, out_type)
     skew = (-buf.ctypes.data) % 64 // item  # buf[skew] starts a line
     at = skew + start
-    out = np.lib.stride_tricks.as_strided(buf[at:], (1037, 300), (width * item, item))
+    out = np.lib.stride_tricks.as_strided(buf[at:], (1037, 600), (width * item, item))
     with streaming(stream):
         call = cpu.permute_call(out, a.T, alpha=alpha, unary=Unary.IDENTITY, compute=compute)
         call.run((out, a.T), (alpha,))
@@ -311,11 +312,13 @@ def test_permute_tiles_shift_onto_cache_lines(dtype, out_type, compute, alpha, s
     # they hold 4 bytes an element or more in a vector of 512 bits
     streamed = stream and cpu._STREAMS and cpu._VECTOR_BITS == 512 and out_type.itemsize >= 4
     assert ("streamed past the caches" in call.about) == streamed, call.about
+    tiles = cpu._STREAM_TILES if streamed else cpu._TILES
+    assert call.about.startswith(f"tiles of {tiles[0]} x {tiles[1]}"), call.about
     want = (a.T.astype(np.complex128 if dtype.kind == "c" else np.float64) * alpha
             ).astype(out_type)
     assert_same(out, want)
     written = np.zeros(buf.size, bool)
-    written[at + (np.arange(1037)[:, None] * width + np.arange(300)).ravel()] = True
+    written[at + (np.arange(1037)[:, None] * width + np.arange(600)).ravel()] = True
     assert np.isnan(buf[~written].astype(np.complex128)).all()
 
 
