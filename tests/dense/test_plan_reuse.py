@@ -158,7 +158,8 @@ def test_new_outputs_of_a_megabyte_or_more_start_on_a_cache_line():
         a = rng.standard_normal(shape).astype(dtype)
         got = ta.permute(a, (2, 1, 0) if a.ndim == 3 else (1, 0))
         assert np.array_equal(got, a.T) and got.flags.c_contiguous and got.flags.writeable
-        assert (got.ctypes.data % 64 == 0) == lined and got.flags.owndata == (not lined)
+        assert got.flags.owndata == (not lined)  # small: NumPy's own, aligned as it falls
+        assert got.ctypes.data % 64 == 0 or not lined
         got[...] = 1.0  # its own memory
         assert (a != 1.0).all()
     a = rng.standard_normal((512, 512, 2)).transpose(1, 0, 2)  # K order: a transposed buffer
