@@ -69,11 +69,13 @@ _NO_MARK = np.zeros(1, np.int64)
 
 _TILES = (64, 64, 4)  # permutation tiles: along p, along q, group side
 # ... and those of a permutation that streams its output (:data:`_STREAM_BYTES`): a's rows
-# are read in longer runs, which the prefetchers follow from memory (on two threads of
-# Zen 4, medians: 8192^2 float32 transposed into an array 19.7 -> 17.8 ms, into a new
-# one 33.7 -> 30.7; 2048^2 float64 1.41 -> 1.25 ms); in the caches they lose (1024^2
-# float64 0.28 -> 0.39 ms)
-_STREAM_TILES = (128, 128, 4)
+# are read in runs of 256 elements, which the prefetchers follow from memory (on two
+# threads of Zen 4, medians, against 64 x 64: 8192^2 float32 transposed into an array
+# 21.3 -> 16.8 ms, into a new one 36.2 -> 30.9; 4096^2 float64 into an array 6.6 -> 5.5;
+# 2048^2 float64 1.52 -> 1.31 ms; 128 x 128 and 256 x 128 in between, 128 x 512 and
+# 64 x 256 the same); in the caches such tiles lose (128 x 128: 1024^2 float64 0.28 ->
+# 0.39 ms)
+_STREAM_TILES = (128, 256, 4)
 # Where out's rows along a tile lie a multiple of this many bytes apart (they then share
 # few cache sets), blocks that write less than a cache line of each row (AVX2's) leave
 # lines half written that are evicted before the next block completes them: such tiles
