@@ -214,12 +214,13 @@ class Plan:
         self._run(out, arrays, scalars)
         return out
 
-    def _execute_unchecked(self, out, *arrays):
-        """:meth:`execute_into` with the default scalars and without its checks, for
-        tenalg's own layers, which made ``out`` and ``arrays`` in the plan's exact
-        layouts, sharing no memory: the symmetric layer's gathered blocks and fresh
-        outputs.  Checking them cost a product of (64, 2) and (2, 64) blocks half of its
-        4.2 us, and a U(1) MPS contraction with 41 sectors runs 35 such plans."""
+    def _execute_unchecked(self, *arrays):
+        """:meth:`execute` with the default scalars and without its checks, for tenalg's
+        own layers, which made ``arrays`` in the plan's exact layouts: the symmetric
+        layer's gathered blocks.  Checking them cost a product of (64, 2) and (2, 64)
+        blocks half of its 4.2 us, and a U(1) MPS contraction with 41 sectors runs 35
+        such plans."""
+        out = self._allocate()
         if self._direct is not None:
             return self._direct(arrays, out)
         self._run(out, arrays, self._default_scalars[0])

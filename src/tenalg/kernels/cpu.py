@@ -94,7 +94,9 @@ _STAGED_BYTES = 1 << 17
 _MICRO = 8  # side of the blocks a plain-copy tile moves in (unrolled, vectorised)
 # Permutations that write at least this many bytes store whole cache lines past the caches
 # (non-temporal stores, x86 only: their fence is SFENCE): the lines are not read before they
-# are written, which a store through the caches does, and the caches keep the input
+# are written, which a store through the caches does, and the caches keep the input (on
+# two threads of Zen 4, transposes of 12-31 MB 15-45% faster, of 8-10 MB unchanged: their
+# output stays in the 32 MB L3 from call to call)
 _STREAMS = platform.machine().lower() in ("x86_64", "amd64")
 _STREAM_BYTES = 3 << 22
 # Width of the vectors a plain-copy block moves: whole 64-byte lines where AVX-512 has the
