@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from tt_helpers import DTYPES, tol
 
 from tenalg import tt
-from tenalg.tt import bondsvd
+from tenalg.tt.linalg import bondsvd
 
 
 def _unitary(rng, n, k, dtype):

@@ -7,6 +7,7 @@ from tt_helpers import DTYPES, STORAGES, rand, rel, tol
 from tenalg import tt
 from tenalg.errors import OperationError
 from tenalg.tt import pack as pack_module
+from tenalg.tt.linalg import batched, smalleigh
 
 DIMS = (3, 4, 3, 4)
 
@@ -83,8 +84,6 @@ def test_pack_rounding_is_eps_adaptive_per_train(method, dtype):
 def test_batched_eigensolver_rounds_like_single_trains(monkeypatch, eps, max_rank):
     """A group large enough for the batched Jacobi eigensolver rounds every train as the
     single-train path (LAPACK's eigh) does: same ranks, results within roundoff."""
-    from tenalg.tt import smalleigh
-
     calls = []
     jacobi = smalleigh._jacobi
     monkeypatch.setattr(smalleigh, "_jacobi", lambda *a: calls.append(1) or jacobi(*a))
@@ -207,8 +206,6 @@ def test_device_pack_groups_must_share_core_shapes():
 @pytest.mark.parametrize("k", [5, 3])
 def test_times_lower_skips_only_zeros(k):
     """Block-diagonal core times a lower trapezoidal factor, blockwise, against dense."""
-    from tenalg.tt import batched
-
     rng = np.random.default_rng(k)
     blocks = [rng.standard_normal((3, 2, 4, 3)), rng.standard_normal((3, 4, 4, 2))]
     dense = np.zeros((3, 6, 4, 5))

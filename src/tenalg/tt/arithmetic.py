@@ -14,11 +14,10 @@ the tensor). Every operation also takes TrainPacks, trainwise.
 import numpy as np
 
 from ..errors import OperationError
-from . import batched
-from ._dense import common_dtype, python_scalar, safe_log, scaled_by_log
-from .core import kron, place
+from .linalg import batched
+from .linalg.dense import safe_log, scaled_by_log
 from .pack import TrainPack
-from .train import TensorTrain, require_closed, require_same_dims
+from .train import block_sum, kron_product, require_same_dims, scaled
 
 
 def add(a, b):
@@ -31,20 +30,7 @@ def add(a, b):
     """
     if isinstance(a, TrainPack):
         return a.add(b)
-    require_closed("add", a, b)
-    require_same_dims("add", a, b)
-    dtype = common_dtype([a.dtype, b.dtype])
-    d = a.ncores
-    if d == 1:
-        core = np.asarray(a.cores[0].array(), dtype) + b.cores[0].array()
-        return TensorTrain._from_arrays([core], a.storage)
-    cores = []
-    for k, (x, y) in enumerate(zip(a.cores, b.cores, strict=True)):
-        l0 = 0 if k == 0 else x.lr
-        r0 = 0 if k == d - 1 else x.rr
-        shape = (l0 + y.lr if k else 1, x.dd, r0 + y.rr if k < d - 1 else 1)
-        cores.append(place([(x, 0, 0), (y, l0, r0)], shape, a.storage, dtype))
-    return TensorTrain(cores)
+    return block_sum(a, b)
 
 
 def add_(a, b):
@@ -67,8 +53,7 @@ def scale(a, alpha):
     """alpha * a as a new train (the first core is scaled; the others are shared)."""
     if isinstance(a, TrainPack):
         return TrainPack([[scale(t, alpha) for t in row] for row in a.grid])
-    a._need_cores("scale")
-    return TensorTrain([a.cores[0].scaled(python_scalar(alpha)), *a.cores[1:]])
+    return scaled(a, alpha)
 
 
 def neg(a):
@@ -89,11 +74,7 @@ def hadamard(a, b):
     >>> tt.hadamard(x, x).ranks
     (1, 4, 1)
     """
-    require_closed("hadamard", a, b)
-    require_same_dims("hadamard", a, b)
-    dtype = common_dtype([a.dtype, b.dtype])
-    return TensorTrain([kron(x.astype(dtype), y.astype(dtype).to_storage(a.storage))
-                        for x, y in zip(a.cores, b.cores, strict=True)])
+    return kron_product(a, b)
 
 
 def _stack1(t):

@@ -20,7 +20,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import DescriptorError, OperationError
-from ._dense import core_dtype, einsum
+from .linalg.dense import core_dtype, einsum
 
 STORAGES = ("contiguous", "fiber")
 

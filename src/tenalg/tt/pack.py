@@ -27,13 +27,13 @@ import itertools
 import numpy as np
 
 from ..errors import OperationError
-from . import batched
-from ._dense import common_dtype
 from .core import TensorCore
 from .errors import StalePackError
+from .linalg import batched
+from .linalg.dense import common_dtype
+from .linalg.workers import map_chunks
 from .rounding import infos, resolve_options, run
 from .train import LazySum, TensorTrain, require_closed, require_same_dims
-from .workers import map_chunks
 
 # Trains per batched kernel call: small enough that a group's stacked cores stay in cache
 # (2x faster than one call over 2048 trains of d=6, n=16, rank 16), large enough that the

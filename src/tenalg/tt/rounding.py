@@ -7,7 +7,7 @@ holds). Methods:
 
 - ``"svd"``: Oseledets: right-to-left LQ orthogonalisation, left-to-right truncated SVDs
   (each bond factorised through its Gram matrix where a rounding-error bound proves the
-  result as good as LAPACK's, else by LAPACK: :mod:`tenalg.tt.bondsvd`).
+  result as good as LAPACK's, else by LAPACK: :mod:`tenalg.tt.linalg.bondsvd`).
 - ``"gram"``: two-sided Gram-SVD. Cheaper (GEMMs and small eigh only) but it cannot
   resolve components below about sqrt(u) ||X|| (1.5e-8 in float64, 3.5e-4 in float32, see
   :func:`gram_floor`): for a smaller eps it falls back to ``"svd"`` (``info.method`` says
@@ -26,10 +26,10 @@ import math
 from dataclasses import dataclass
 
 from ..errors import OperationError
-from . import sweeps
-from ._dense import common_dtype, unit_roundoff
-from .batched import FRESH, unstack
 from .core import TensorCore
+from .linalg import sweeps
+from .linalg.batched import FRESH, unstack
+from .linalg.dense import common_dtype, unit_roundoff
 from .train import TensorTrain, require_closed, require_same_dims
 
 METHODS = ("svd", "gram", "randomized")
@@ -77,7 +77,7 @@ def resolve_options(eps, max_rank, rmax, method, dtype):
 
 
 def run(method, summands, coefficients, eps, max_rank, rng=None, work=FRESH):
-    """The batched sweep of ``method`` (see :mod:`tenalg.tt.sweeps`); the SVD sweep keeps
+    """The batched sweep of ``method`` (see :mod:`tenalg.tt.linalg.sweeps`); the SVD sweep keeps
     its temporaries in ``work``."""
     if method == "randomized":
         return sweeps.randomized(summands, coefficients, eps, max_rank, rng)

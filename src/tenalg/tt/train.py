@@ -14,8 +14,8 @@ train's cores and bump ``train.version``; cores themselves are never modified.
 import numpy as np
 
 from ..errors import OperationError
-from ._dense import common_dtype, core_dtype, einsum
-from .core import TensorCore, check_storage
+from .core import TensorCore, check_storage, kron, place
+from .linalg.dense import common_dtype, core_dtype, einsum, python_scalar
 
 
 def full_ranks(dims, ranks, left_bond=1, right_bond=1):
@@ -205,27 +205,24 @@ class TensorTrain:
         index = index if isinstance(index, tuple) else (index,)
         return self.evaluate(np.array([index], dtype=np.int64))[0]
 
+    # The operators run this module's train arithmetic (tenalg.tt.arithmetic adds the
+    # pack dispatch on top and imports this module, so the dependency points one way).
     def __add__(self, other):
-        from .arithmetic import add
-        return add(self, other)
+        return block_sum(self, other)
 
     def __sub__(self, other):
-        from .arithmetic import sub
-        return sub(self, other)
+        return block_sum(self, scaled(other, -1))
 
     def __mul__(self, other):
-        from .arithmetic import hadamard, scale
-        return hadamard(self, other) if isinstance(other, TensorTrain) else scale(self, other)
+        return kron_product(self, other) if isinstance(other, TensorTrain) else scaled(self, other)
 
     __rmul__ = __mul__
 
     def __truediv__(self, alpha):
-        from .arithmetic import scale
-        return scale(self, 1 / alpha)
+        return scaled(self, 1 / alpha)
 
     def __neg__(self):
-        from .arithmetic import scale
-        return scale(self, -1)
+        return scaled(self, -1)
 
 
 class LazySum(TensorTrain):
@@ -247,8 +244,7 @@ class LazySum(TensorTrain):
     @property
     def _cores(self):
         if self._built is None:
-            from .arithmetic import add
-            self._built = add(*(TensorTrain(c) for c in self._sum_of))._cores
+            self._built = block_sum(*(TensorTrain(c) for c in self._sum_of))._cores
             self._sum_of = None
         return self._built
 
@@ -306,3 +302,52 @@ def require_same_dims(what, a, b):
     """Raise OperationError unless trains ``a`` and ``b`` have the same dims."""
     if a.dims != b.dims:
         raise OperationError(f"{what}: dims {a.dims} and {b.dims} differ")
+
+
+def block_sum(a, b):
+    """a + b for two closed trains of equal dims: first core [A B], interior diag(A, B),
+    last [A; B] (ranks add). ``tt.add`` and ``a + b`` run this.
+
+    >>> x = random((2, 2), 1, rng=0)
+    >>> block_sum(x, x).ranks
+    (1, 2, 1)
+    """
+    require_closed("add", a, b)
+    require_same_dims("add", a, b)
+    dtype = common_dtype([a.dtype, b.dtype])
+    d = a.ncores
+    if d == 1:
+        core = np.asarray(a.cores[0].array(), dtype) + b.cores[0].array()
+        return TensorTrain._from_arrays([core], a.storage)
+    cores = []
+    for k, (x, y) in enumerate(zip(a.cores, b.cores, strict=True)):
+        l0 = 0 if k == 0 else x.lr
+        r0 = 0 if k == d - 1 else x.rr
+        shape = (l0 + y.lr if k else 1, x.dd, r0 + y.rr if k < d - 1 else 1)
+        cores.append(place([(x, 0, 0), (y, l0, r0)], shape, a.storage, dtype))
+    return TensorTrain(cores)
+
+
+def scaled(a, alpha):
+    """alpha * a as a new train (the first core is scaled; the others are shared).
+
+    >>> x = random((2, 2), 1, rng=0)
+    >>> bool(np.allclose(scaled(x, 2).to_dense(), 2 * x.to_dense()))
+    True
+    """
+    a._need_cores("scale")
+    return TensorTrain([a.cores[0].scaled(python_scalar(alpha)), *a.cores[1:]])
+
+
+def kron_product(a, b):
+    """The elementwise (Hadamard) product as a new train (ranks multiply; Kronecker cores).
+
+    >>> x = random((2, 3), 2, rng=0)
+    >>> kron_product(x, x).ranks
+    (1, 4, 1)
+    """
+    require_closed("hadamard", a, b)
+    require_same_dims("hadamard", a, b)
+    dtype = common_dtype([a.dtype, b.dtype])
+    return TensorTrain([kron(x.astype(dtype), y.astype(dtype).to_storage(a.storage))
+                        for x, y in zip(a.cores, b.cores, strict=True)])

@@ -19,7 +19,7 @@ decisions and the eps guarantee are unaffected.
 :func:`truncated_svd` decides each train's rank from its singular values (see
 :func:`keep_ranks`) and returns the kept factors. It first tries the eigendecomposition of
 the r x r Gram matrix M^H M (computed in double precision): a GEMM and a small ``eigh``
-(:func:`tenalg.tt.smalleigh.eigh`, many matrices side by side) cost a fraction of the SVD
+(:func:`tenalg.tt.linalg.smalleigh.eigh`, many matrices side by side) cost a fraction of the SVD
 of the tall unfolding. Eigenvalues of the Gram matrix carry an absolute error of at most
 ``(rows + r) u tr(M^H M)`` from forming it (taken 4 times over) plus twice the
 eigensolver's backward error, at most ``ACCURACY r u tr(M^H M)`` (checked per matrix by
@@ -49,10 +49,10 @@ import math
 import numba
 import numpy as np
 
-from ..blas import one_blas_thread
+from ...blas import one_blas_thread
 from . import householder, smallchol, smalleigh
-from ._dense import unit_roundoff
 from .batched import FRESH
+from .dense import unit_roundoff
 
 ETA_POWER = 0.5  # the Gram result is accepted when accurate to u ** ETA_POWER (double)
 SAFETY = 4  # factor on the rounding-error bounds (Gram matrix and eigh/Cholesky)

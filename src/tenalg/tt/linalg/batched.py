@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from ..blas import one_blas_thread
-from ._dense import einsum, safe_log, scaled_by_log
+from ...blas import one_blas_thread
+from .dense import einsum, safe_log, scaled_by_log
 
 
 class Workspace:

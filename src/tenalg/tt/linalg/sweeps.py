@@ -27,12 +27,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..blas import one_blas_thread
-from ..dtypes import real_type
+from ...blas import one_blas_thread
+from ...dtypes import real_type
 from . import householder
-from ._dense import bond_tolerance, einsum, python_scalar, safe_log, scaled_by_log, unit_roundoff
 from .batched import FRESH, frobenius, normalize, reverse, spread, sum_cores, times_lower
 from .bondsvd import keep_ranks, lq, rank_mask, truncated_svd
+from .dense import bond_tolerance, einsum, python_scalar, safe_log, scaled_by_log, unit_roundoff
 
 OVERSAMPLE = 10
 EIG_MASK = 64
@@ -59,10 +59,10 @@ def _normalize_joint(zs, logs):
 
 def orthogonalize_rl(cores, work=FRESH):
     """Right-to-left LQ sweep: cores 1..d-1 right-orthonormal, core 0 of unit norm.
-    Interior cores may be lists of diagonal blocks (:func:`~tenalg.tt.batched.sum_cores`).
+    Interior cores may be lists of diagonal blocks (:func:`~tenalg.tt.linalg.batched.sum_cores`).
 
     Returns the cores, the factors (g, k, k) that right-orthonormal core c is to be
-    multiplied by from the left (core c holds B of :func:`~tenalg.tt.bondsvd.lq`; factor 0
+    multiplied by from the left (core c holds B of :func:`~tenalg.tt.linalg.bondsvd.lq`; factor 0
     is None), the log of each train's norm and the cancellation ratio of the last
     contraction. Cores 0..d-2 are written into ``work``'s buffers.
     """
@@ -122,7 +122,7 @@ def svd(summands, coefficients, eps, max_rank, work=FRESH):
     """Oseledets rounding of the block-diagonal sum: LQ right to left, SVDs left to right.
 
     The interior cores of the sum are never formed (see
-    :func:`~tenalg.tt.batched.times_lower`). Temporaries go to ``work``'s buffers; the
+    :func:`~tenalg.tt.linalg.batched.times_lower`). Temporaries go to ``work``'s buffers; the
     rounded cores are fresh arrays."""
     first = _first_cores(summands, coefficients)
     cores = sum_cores([[f, *s[1:]] for f, s in zip(first, summands, strict=True)], work)

@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
-from .. import api
-from ..dtypes import COMPUTE_TYPES, real_type, result_type
-from ..errors import DTypeError
+from ... import api
+from ...dtypes import COMPUTE_TYPES, real_type, result_type
+from ...errors import DTypeError
 
 
 def einsum(subscripts, *operands, out=None):
