@@ -13,9 +13,9 @@ import numpy as np
 
 from .contraction import gemm_layout
 from .descriptors import Operand, TensorDescriptor, Unary
-from .dtypes import real_type, result_type, storage_type
+from .dtypes import STORAGE_TYPES, real_type, result_type, storage_type
 from .einsum import einsum
-from .errors import DescriptorError, OperationError
+from .errors import DescriptorError, DTypeError, OperationError, OutputMismatchError
 from .kernels import cpu
 from .operations import Operation
 from .plan import Plan
@@ -29,11 +29,52 @@ __all__ = [
 
 
 def _array(x, what):
+    """``x`` as a NumPy array: anything ``np.asarray`` takes (scalars, lists, torch
+    tensors, objects with ``__array__``), as NumPy's own functions take them."""
     if isinstance(x, np.ndarray):
         return x
-    if isinstance(x, np.generic | int | float | complex) and not isinstance(x, bool):
+    try:
         return np.asarray(x)
-    raise DescriptorError(f"{what}: expected a numpy.ndarray, got {type(x).__name__}")
+    except TypeError as exc:
+        raise DTypeError(f"{what}: cannot read a {type(x).__name__} as an array") from exc
+    except ValueError as exc:
+        raise DescriptorError(f"{what}: cannot read a {type(x).__name__} as an array: "
+                              f"{exc}") from exc
+
+
+def _output(out):
+    """``out`` checked as NumPy's ``out=`` is: an ndarray (or None)."""
+    if out is None or isinstance(out, np.ndarray):
+        return out
+    raise DescriptorError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
+
+
+class CastingError(OutputMismatchError, TypeError):
+    """An ``out=`` array that the result cannot be cast to under NumPy's 'same_kind'
+    rule (a complex result into a real array, a float one into integers): NumPy raises
+    a TypeError there, tenalg this error, which is both."""
+
+
+def _check_cast(result, out):
+    """Raise CastingError unless ``result`` (a dtype) casts to ``out``'s dtype as NumPy's
+    ``out=`` of a reduction or ``np.copyto`` allow it ('same_kind'); before any write."""
+    if out is not None and not np.can_cast(result, out.dtype, "same_kind"):
+        raise CastingError(f"out: cannot cast the {result} result to the out array's "
+                           f"{out.dtype} (NumPy's 'same_kind' rule)")
+
+
+def _kernel_type(dtype):
+    """Whether tenalg's kernels compute in ``dtype`` (else NumPy's routine runs)."""
+    return dtype in _KERNEL_TYPES
+
+
+_KERNEL_TYPES = frozenset(STORAGE_TYPES)  # a hash, not six comparisons
+
+
+def _rank0(value, out):
+    """A full reduction's result as the dense layer returns it: ``out`` when given, else a
+    rank-0 array (where NumPy gives a NumPy scalar; DESIGN: results stay arrays)."""
+    return out if out is not None else np.asarray(value)
 
 
 def _layout(x):
@@ -145,7 +186,7 @@ def _plan(kind, operands, out_modes, *, addend=None, out=None, options=()):
     name)``, ``addend`` is ``(array, modes, unary)``."""
     key_operands = tuple((_layout(x), tuple(m), u, w) for x, m, u, w in operands)
     key_addend = None if addend is None else (_layout(addend[0]), tuple(addend[1]), addend[2])
-    key_out = None if out is None else _layout(_array(out, "out"))
+    key_out = None if out is None else _layout(_output(out))
     return _plan_for_layouts(kind, key_operands, key_addend, key_out, tuple(out_modes),
                              tuple(options))
 
@@ -175,15 +216,21 @@ def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, out=Non
                 beta=beta)
 
 
-def _reduction_plan(a, modes_in, modes_out, out, compute_dtype):
-    """The plan of a plain sum of ``a`` (a front end's; ``out`` may be None)."""
+def _reduction_plan(a, modes_in, modes_out, out, compute_dtype, out_dtype=None):
+    """The plan of a plain sum of ``a`` (a front end's; ``out`` may be None; ``out_dtype``
+    the type of an allocated output, None: a's)."""
+    options = (("op", "sum"), ("compute", compute_dtype))
+    if out is None and out_dtype is not None:
+        options += (("out_dtype", out_dtype),)
     return _plan("reduction", [(a, modes_in, Unary.IDENTITY, "A")], modes_out, out=out,
-                 options=(("op", "sum"), ("compute", compute_dtype)))
+                 options=options)
 
 
 def _axes(axis, ndim):
     if axis is None:
         return tuple(range(ndim))
+    if ndim == 0 and isinstance(axis, int | np.integer) and axis in (0, -1):
+        return ()  # NumPy's reductions take axis 0 or -1 (not (0,)) of a 0-d array
     axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
     axes = tuple(normalize_axis(ax, ndim) for ax in axes)
     if len(set(axes)) != len(axes):
@@ -191,62 +238,133 @@ def _axes(axis, ndim):
     return axes
 
 
-def sum(a, axis=None, *, out=None, compute_dtype=None):  # noqa: A001 - NumPy's name
-    """Sum over ``axis`` (int, tuple or None for all: a rank-0 array).
+def _sum_types(a, dtype, out):
+    """``(dtype, compute)`` of a kernel sum of ``a`` (``dtype`` None: a's own; compute
+    None: the plan's choice), or None where NumPy's routine gives the result: a dtype the
+    kernels do not store (integers, bool, object, longdouble) or a narrowing ``dtype=``
+    (NumPy then adds in the narrow type, the kernels would not)."""
+    result = a.dtype if dtype is None else np.dtype(dtype)
+    if not (_kernel_type(a.dtype) and _kernel_type(result)
+            and (out is None or _kernel_type(out.dtype))
+            and np.can_cast(a.dtype, result, "safe")):
+        return None
+    return result, (np.dtype(np.float64) if result in _WIDE and a.dtype != result else None)
+
+
+def _numpy_sum(function, a, *args, dtype=None, out=None, **kwargs):
+    """NumPy's own sum or trace (``function``) for what the kernels do not compute, an
+    ``out`` of the wrong kind refused as the kernels' path refuses it (CastingError)."""
+    if out is not None:  # the type NumPy's sum gives, read off an empty sum
+        _check_cast(np.add.reduce(np.empty(1, a.dtype)[:0], dtype=dtype, keepdims=True).dtype,
+                    out)
+    return _rank0(function(a, *args, dtype=dtype, out=out, **kwargs), out)
+
+
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, *,  # noqa: A001 - NumPy's name
+        compute_dtype=None):
+    """Sum over ``axis`` (int, tuple or None for all), as ``numpy.sum``: any array-like and
+    dtype, NumPy's ``dtype``, ``out`` and ``keepdims``.
+
+    Float and complex data add in tenalg's kernels (pairwise, in the compute type); other
+    dtypes take NumPy's own sum (integers wrap around as NumPy's do).  Unlike NumPy, a sum
+    of everything is a rank-0 array, not a NumPy scalar (the dense layer's rule).
 
     >>> sum(np.ones((2, 3)), axis=-1).tolist()
     [3.0, 3.0]
+    >>> sum([[1, 2], [3, 4]], axis=0, keepdims=True)
+    array([[4, 6]])
     """
-    a = _array(a, "a")
-    key = ("sum", axis) if compute_dtype is None and _ints(axis) else None
-    return _call((a,), out, key, _sum_plan, axis, compute_dtype)
+    a, out = _array(a, "a"), _output(out)
+    axes = _axes(axis, a.ndim)  # checked first: NumPy's errors become tenalg's
+    types = _sum_types(a, dtype, out)
+    if types is None:
+        return _numpy_sum(np.sum, a, axis=axes, dtype=dtype, out=out, keepdims=keepdims)
+    result, compute = types
+    _check_cast(result, out)
+    target = out
+    if keepdims and out is not None:  # the kernels write the kept axes of out
+        target = out[tuple(0 if k in axes else slice(None) for k in range(a.ndim))]
+    compute = compute_dtype if compute_dtype is not None else compute
+    key = ("sum", axes, result, compute)
+    total = _call((a,), target, key, _sum_plan, axes, compute, result)
+    if keepdims and out is None:
+        total = total.reshape([1 if k in axes else n for k, n in enumerate(a.shape)])
+    return out if out is not None else total
 
 
-def _sum_plan(arrays, out, axis, compute_dtype):
+def _sum_plan(arrays, out, axes, compute_dtype, result):
     a = arrays[0]
-    axes = _axes(axis, a.ndim)
     modes = tuple(range(a.ndim))
     kept = tuple(m for m in modes if m not in axes)
-    return _reduction_plan(a, modes, kept, out, compute_dtype), None
+    return _reduction_plan(a, modes, kept, out, compute_dtype,
+                           None if result == a.dtype else result), None
 
 
 def sum_host(a):
     """The sum of all entries as a Python scalar."""
-    return sum(a)[()].item()
+    total = sum(a)[()]
+    return total.item() if isinstance(total, np.generic) else total
 
 
-def trace(a, axis1=0, axis2=1):
+def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, out=None):
     """Sum of the diagonal of axes ``axis1``, ``axis2``; survivors keep their order.
 
     A diagonal view plus a reduction: no copy, no identity tensor.  Unequal extents
-    trace the leading square, as NumPy does.
+    trace the leading square, as NumPy does.  NumPy's ``offset``, ``dtype`` and ``out``
+    are keywords here: the positional arguments after ``a`` are the two axes (DESIGN's
+    signature), where ``numpy.trace`` takes ``offset`` first.  Any array-like and dtype;
+    dtypes the kernels do not store take ``numpy.trace``.  The trace of a matrix is a
+    rank-0 array.
 
     >>> float(trace(np.arange(9.0).reshape(3, 3)))
     12.0
+    >>> trace(np.arange(9).reshape(3, 3), offset=1)
+    array(6)
     """
-    a = _array(a, "a")
-    key = ("trace", axis1, axis2) if type(axis1) is int and type(axis2) is int else None
-    return _call((a,), None, key, _partial_trace_plan, ((axis1, axis2),))
+    a, out = _array(a, "a"), _output(out)
+    if a.ndim < 2:
+        raise DescriptorError(f"a trace needs two axes, got a tensor of rank {a.ndim}")
+    i, j = normalize_axis(axis1, a.ndim), normalize_axis(axis2, a.ndim)
+    if i == j:
+        raise DescriptorError(f"axes repeat in the trace pair ({axis1}, {axis2})")
+    if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
+        raise DescriptorError(f"offset must be an integer, got {offset!r}")
+    types = _sum_types(a, dtype, out)
+    if types is None:
+        return _numpy_sum(np.trace, a, int(offset), i, j, dtype=dtype, out=out)
+    result, compute = types
+    _check_cast(result, out)
+    if offset:  # the diagonal that starts ``offset`` along axis2 (negative: axis1)
+        index = [slice(None)] * a.ndim
+        index[j if offset > 0 else i] = slice(abs(int(offset)), None)
+        a = a[tuple(index)]
+    return _call((a,), out, ("trace", i, j, result, compute), _partial_trace_plan,
+                 ((i, j),), compute, result)
 
 
-def partial_trace(a, pairs):
-    """Trace over several axis pairs at once, e.g. ``[(0, 2), (1, 3)]``.
+def partial_trace(a, pairs, *, out=None):
+    """Trace over several axis pairs at once, e.g. ``[(0, 2), (1, 3)]``; any array-like
+    and dtype (those the kernels do not store take NumPy's sum of the diagonals).
 
     >>> partial_trace(np.ones((2, 3, 2)), [(0, 2)]).tolist()
     [2.0, 2.0, 2.0]
     """
-    a = _array(a, "a")
+    a, out = _array(a, "a"), _output(out)
     try:
         pairs = tuple(tuple(p) for p in pairs)
     except TypeError:
         raise DescriptorError(f"trace pairs are pairs of axes, got {pairs!r}") from None
+    if _sum_types(a, None, out) is None:
+        view = diagonals(a, pairs)  # survivors, then one diagonal axis per pair
+        return _numpy_sum(np.sum, view, axis=tuple(range(-len(pairs), 0)), out=out)
+    _check_cast(a.dtype, out)
     key = ("partial_trace", pairs) if _ints(pairs) else None
-    return _call((a,), None, key, _partial_trace_plan, pairs)
+    return _call((a,), out, key, _partial_trace_plan, pairs, None, a.dtype)
 
 
-def _partial_trace_plan(arrays, _out, pairs):
+def _partial_trace_plan(arrays, out, pairs, compute_dtype, result):
     """The plan of a (partial) trace of ``arrays[0]`` and the index of its leading
-    square (traces take no ``out``)."""
+    square."""
     a = arrays[0]
     labels = list(range(a.ndim))
     index = [slice(None)] * a.ndim
@@ -265,28 +383,53 @@ def _partial_trace_plan(arrays, _out, pairs):
     select = tuple(index) if any(s != slice(None) for s in index) else None
     kept = tuple(m for k, m in enumerate(labels) if k not in seen)
     view = a if select is None else a[select]
-    return _reduction_plan(view, labels, kept, None, None), select
+    return _reduction_plan(view, labels, kept, out, compute_dtype,
+                           None if result == a.dtype else result), select
 
 
-def permute(a, axes, *, alpha=None, out=None):
-    """A new C-ordered array with ``a``'s axes in the order ``axes``, times ``alpha``
-    (None: 1).
+def permute(a, axes=None, *, alpha=None, out=None):
+    """A new C-ordered array with ``a``'s axes in the order ``axes`` (None: reversed, as
+    ``numpy.transpose``), times ``alpha`` (None: 1): ``np.transpose(a, axes)`` copied.
+
+    Any array-like and dtype: float and complex data move through tenalg's kernels,
+    others through NumPy's copy.  An ``out`` array takes the result under NumPy's
+    'same_kind' rule (a complex result into a real array raises CastingError).
 
     >>> permute(np.arange(6.0).reshape(2, 3), (1, 0)).flags.c_contiguous
     True
+    >>> permute([[1, 2], [3, 4]])
+    array([[1, 3],
+           [2, 4]])
     """
-    a = _array(a, "a")
+    a, out = _array(a, "a"), _output(out)
+    if axes is None:
+        axes = tuple(range(a.ndim - 1, -1, -1))
+    if not (_kernel_type(a.dtype) and (out is None or _kernel_type(out.dtype))):
+        moved = a.transpose(_permutation(axes, a.ndim))
+        if alpha is not None:
+            moved = np.multiply(moved, alpha)
+        if out is None:
+            return np.array(moved, order="C")
+        _check_cast(moved.dtype, out)
+        np.copyto(out, moved)
+        return out
+    _check_cast(a.dtype, out)
     key = ("permute", axes) if _ints(axes) else None
     return _call((a,), out, key, _permute_plan, axes,
                  scalars=None if alpha is None else {"alpha": alpha})
 
 
+def _permutation(axes, ndim):
+    """``axes`` checked as a permutation of range(ndim), negatives normalised."""
+    axes = tuple(axes)
+    if sorted(normalize_axis(ax, ndim) for ax in axes) != list(range(ndim)):
+        raise DescriptorError(f"axes {axes} are not a permutation of range({ndim})")
+    return tuple(normalize_axis(ax, ndim) for ax in axes)
+
+
 def _permute_plan(arrays, out, axes):
     a = arrays[0]
-    axes = tuple(axes)
-    if sorted(normalize_axis(ax, a.ndim) for ax in axes) != list(range(a.ndim)):
-        raise DescriptorError(f"axes {axes} are not a permutation of range({a.ndim})")
-    out_modes = tuple(normalize_axis(ax, a.ndim) for ax in axes)
+    out_modes = _permutation(axes, a.ndim)
     return _plan("permutation", [(a, range(a.ndim), Unary.IDENTITY, "A")], out_modes,
                  out=out, options=(("order", "C"),)), None
 
@@ -382,13 +525,24 @@ def norm(a):
     """Frobenius norm: the float64 sum of squares where none overflowed or underflowed to
     matter, else scaled by a power of two so that huge or tiny entries do neither.
 
-    The result is real (float for complex input) and a rank-0 array.
+    The result is real (float for complex input) and a rank-0 array (NumPy's
+    ``linalg.norm`` of the flattened array gives a NumPy scalar).  Any array-like:
+    integers and bool count as float64, as in NumPy; other dtypes the kernels do not
+    store (object, longdouble) take ``numpy.linalg.norm``.  The norm of nothing is 0.
 
     >>> float(norm(np.full(4, 1e300)))
     2e+300
+    >>> norm([3, 4])
+    array(5.)
     """
     a = _array(a, "a")
+    if not _kernel_type(a.dtype):
+        if a.dtype.kind not in "biu":
+            return np.asarray(np.linalg.norm(a.ravel()))
+        a = a.astype(np.float64)
     dtype = _norm_type(a.dtype)
+    if a.size == 0:  # (the largest of no entries would be -inf)
+        return np.asarray(0.0, dtype)
     # (dtypes compared with dtypes: compared with types, a microsecond each)
     total = None if a.dtype == _WIDE[0] else cpu.sum_of_squares(a)  # no float64 copy
     if total is None:

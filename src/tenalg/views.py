@@ -178,13 +178,26 @@ def diagonal_calls(x, pairs):
     return x
 
 
-def diagonal(a, axis1=0, axis2=1):
-    """The diagonal of axes ``axis1`` and ``axis2`` as a read-only view (axis last)."""
+def diagonal(a, axis1=0, axis2=1, *, offset=0):
+    """The diagonal of axes ``axis1`` and ``axis2`` as a read-only view (axis last).
+
+    NumPy's ``diagonal`` for any array-like and dtype (a view moves no data, whatever it
+    means); ``offset`` is a keyword: the positional arguments after ``a`` are the axes
+    (DESIGN's signature), where ``numpy.diagonal`` takes ``offset`` first.
+
+    >>> diagonal(np.arange(9).reshape(3, 3), offset=1).tolist()
+    [1, 5]
+    """
     if type(a) is np.ndarray and type(axis1) is int and type(axis2) is int:  # checked here:
         n = a.ndim  # an 8x8 diagonal 10 -> 1.0 us (np.diagonal 2.2)
         if -n <= axis1 < n and -n <= axis2 < n and axis1 % n != axis2 % n:
-            return a.diagonal(0, axis1, axis2)  # read-only
-    return diagonals(a, [(axis1, axis2)])
+            return a.diagonal(offset, axis1, axis2)  # read-only
+    if not isinstance(a, np.ndarray):
+        a = np.asarray(a)
+    if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
+        raise DescriptorError(f"offset must be an integer, got {offset!r}")
+    view = diagonals(a, [(axis1, axis2)])
+    return view if offset == 0 else a.diagonal(offset, axis1, axis2)
 
 
 def _pair(pair):
@@ -194,10 +207,16 @@ def _pair(pair):
     return pair
 
 
+class AxisError(DescriptorError, np.exceptions.AxisError):
+    """An axis out of range: tenalg's DescriptorError and NumPy's AxisError (a ValueError
+    and an IndexError), as NumPy raises there."""
+
+
 def normalize_axis(axis, ndim):
-    """``axis`` in range(ndim), negatives counted from the end; DescriptorError otherwise."""
+    """``axis`` in range(ndim), negatives counted from the end; DescriptorError otherwise
+    (AxisError, also NumPy's, for an integer out of range)."""
     if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
         raise DescriptorError(f"axis must be an integer, got {axis!r}")
     if not -ndim <= axis < ndim:
-        raise DescriptorError(f"axis {axis} is out of range for a tensor of rank {ndim}")
+        raise AxisError(f"axis {axis} is out of range for a tensor of rank {ndim}")
     return int(axis) % ndim
