@@ -2,6 +2,10 @@
 
 Arrays come as views of a larger buffer: random steps (negative included), random axis
 order, and optionally a stride-0 broadcast axis, so kernels see the layouts users give.
+:func:`layouts` goes further for the layout tests (test_layouts.py): ranks 0 to 8,
+several zero strides, diagonal strides (an axis that is the diagonal of two), and every
+dtype NumPy's front ends take (:data:`ALL_DTYPES`); :func:`trace_pairs` draws trace
+pairs over any axes that leave 0 to 6 survivors.
 """
 
 import ml_dtypes
@@ -18,6 +22,10 @@ except ImportError:  # pragma: no cover
 REAL = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
 COMPLEX = [np.complex64, np.complex128]
 DTYPES = REAL + COMPLEX
+# what the NumPy-named front ends take beyond the kernels' types: NumPy's routines
+# (or, for data movement, a dtype-blind copy) give these
+OTHER = [np.int8, np.int64, np.uint16, np.bool_, np.longdouble, object]
+ALL_DTYPES = DTYPES + OTHER
 
 
 def tolerance(dtype):
@@ -32,8 +40,11 @@ def tolerance(dtype):
 
 def values(rng, shape, dtype):
     """Random values of ``dtype`` (complex with both parts random)."""
+    kind = np.dtype(dtype).kind
+    if kind in "iub":  # small integers (sums of them do not overflow), or bits
+        return rng.integers(0 if kind != "i" else -9, 10, shape).astype(dtype)
     x = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
+    if kind == "c":
         x = x + 1j * rng.standard_normal(shape)
     return x.astype(dtype)
 
@@ -71,3 +82,58 @@ def shapes(min_dims=0, max_dims=4, max_side=5):
 def wide(x):
     """``x`` in float64 or complex128, for reference results."""
     return np.asarray(x).astype(np.complex128 if np.iscomplexobj(x) else np.float64)
+
+
+def small_shapes(min_dims=0, max_dims=8, max_size=729):
+    """Shapes of rank ``min_dims`` to ``max_dims`` (8: the layout tests' top rank) with
+    extents 0 to 3 and at most ``max_size`` elements, so rank-8 cases stay quick."""
+    return st.lists(st.integers(0, 3), min_size=min_dims, max_size=max_dims).map(
+        tuple).filter(lambda s: int(np.prod(s)) <= max_size)
+
+
+@st.composite
+def layouts(draw, shape, dtype):
+    """An array of ``shape`` and ``dtype`` in any layout a user can give: :func:`strided`
+    (negative steps, any axis order), then zero strides on any axes (broadcast), and
+    maybe one axis made the diagonal of two (its stride the sum of theirs, NumPy's own
+    read-only view)."""
+    shape = tuple(shape)
+    ndim = len(shape)
+    if draw(st.integers(0, 3)) == 0:  # plain C order: the kernels' fast paths
+        return np.asarray(values(np.random.default_rng(draw(st.integers(0, 2**32 - 1))),
+                                 shape, dtype))
+    diagonal = ndim and draw(st.booleans())
+    if diagonal:  # the diagonal of (ax, a new last axis of the same extent)
+        ax = draw(st.integers(0, ndim - 1))
+        view = draw(strided(shape + (shape[ax],), dtype))
+        view = np.moveaxis(np.diagonal(view, axis1=ax, axis2=ndim), -1, ax)
+    else:
+        view = draw(strided(shape, dtype))
+    for ax in draw(st.lists(st.integers(0, max(ndim - 1, 0)), max_size=2)) if ndim else ():
+        view = np.broadcast_to(view[tuple(slice(0, 1) if k == ax else slice(None)
+                                          for k in range(ndim))], shape)
+    assert view.shape == shape
+    return view
+
+
+@st.composite
+def trace_pairs(draw, ndim, max_pairs=None):
+    """Disjoint axis pairs of a rank-``ndim`` tensor (at least one), in any order and
+    either orientation: 0 to ndim - 2 survivors."""
+    axes = draw(st.permutations(range(ndim)))
+    most = ndim // 2 if max_pairs is None else min(max_pairs, ndim // 2)
+    count = draw(st.integers(1, most))
+    return [tuple(axes[2 * k:2 * k + 2]) for k in range(count)]
+
+
+def close(got, expected, dtype, terms):
+    """Assert ``got`` equals NumPy's ``expected``: exactly for integers, bool and object,
+    within :func:`tolerance` scaled by the sum of |terms| for floats and complex."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    if np.dtype(dtype).kind in "iubO" or np.dtype(dtype) == np.longdouble:
+        np.testing.assert_array_equal(got, expected)
+        return
+    tol = 4 * tolerance(dtype)
+    np.testing.assert_allclose(wide(got), wide(expected), rtol=tol,
+                               atol=tol * (float(np.abs(wide(terms)).sum()) + 1))

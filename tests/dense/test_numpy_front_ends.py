@@ -1,0 +1,159 @@
+"""The NumPy-named front ends take what NumPy takes and give what NumPy gives (issue 32,
+item 3): array-likes, every dtype, NumPy's keywords, its casting refusals."""
+
+import numpy as np
+import pytest
+
+import tenalg as ta
+from tenalg.api import CastingError
+
+
+class ArrayLike:
+    """Not an ndarray, but ``np.asarray`` reads it (as it reads torch tensors)."""
+
+    def __init__(self, data):
+        self.data = np.asarray(data)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data if dtype is None else self.data.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, ta.bfloat16,
+                                   np.complex64, np.complex128, np.int64, np.bool_])
+def test_norm_of_nothing_is_zero(dtype):
+    empty = np.empty((0, 3), dtype)
+    assert float(ta.norm(empty)) == 0.0 == np.linalg.norm(empty.ravel())
+    assert ta.norm_host(empty) == 0.0 and isinstance(ta.norm_host(empty), float)
+
+
+def test_norm_of_integers_lists_and_objects():
+    assert ta.norm([3, 4]).dtype == np.float64 and float(ta.norm([3, 4])) == 5.0
+    assert float(ta.norm(np.array([3, 4], object))) == 5.0
+    assert float(ta.norm(np.array([True, True, True, True]))) == 2.0
+
+
+def test_sum_of_a_0d_array_over_axis_0_or_minus_1_is_its_value():
+    z = np.array(2.5)
+    for axis in (0, -1, None, ()):
+        assert ta.sum(z, axis=axis).shape == () and float(ta.sum(z, axis=axis)) == 2.5
+    with pytest.raises(np.exceptions.AxisError):  # as NumPy: a tuple (0,) is out of range
+        ta.sum(z, axis=(0,))
+    with pytest.raises(ta.DescriptorError):
+        ta.sum(z, axis=1)
+
+
+def test_sum_keepdims_dtype_and_out():
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for axis in (None, 1, (0, 2)):
+        got = ta.sum(a, axis=axis, keepdims=True)
+        expected = np.sum(a, axis=axis, keepdims=True)
+        assert got.shape == expected.shape and got.dtype == np.float32
+        np.testing.assert_array_equal(got, expected)
+        wide = ta.sum(a, axis=axis, dtype=np.float64)
+        assert wide.dtype == np.float64
+        np.testing.assert_array_equal(wide, np.sum(a, axis=axis, dtype=np.float64))
+    assert ta.sum(a, dtype=np.complex128).dtype == np.complex128
+    # a narrowing dtype adds in the narrow type, as NumPy does (NumPy's own sum)
+    x = np.array([1e8, 1.0, -1e8])
+    assert ta.sum(x, dtype=np.float32) == np.sum(x, dtype=np.float32)
+    out = np.full((2, 1, 4), np.nan)
+    assert ta.sum(a, axis=1, keepdims=True, out=out) is out
+    np.testing.assert_array_equal(out, np.sum(a, axis=1, keepdims=True))
+    assert ta.sum(a, axis=0, out=np.zeros((3, 4), np.float16)).dtype == np.float16
+
+
+def test_sum_of_integers_and_bool_is_numpys_exactly():
+    big = np.full(4, 2**62, np.int64)
+    assert ta.sum(big) == np.sum(big)  # wraps around as NumPy's does
+    assert ta.sum(big).dtype == np.int64
+    b = np.array([[True, False], [True, True]])
+    np.testing.assert_array_equal(ta.sum(b, axis=0), np.sum(b, axis=0))
+    assert ta.sum(b).dtype == np.sum(b).dtype
+    small = np.arange(10, dtype=np.int8)
+    assert ta.sum(small).dtype == np.sum(small).dtype and ta.sum_host(small) == 45
+    assert ta.sum(small, dtype=np.int8) == np.sum(small, dtype=np.int8)
+
+
+def test_trace_offset_dtype_out():
+    a = np.arange(20.0).reshape(4, 5)
+    for offset in (-5, -1, 0, 1, 3, 7):
+        assert float(ta.trace(a, offset=offset)) == np.trace(a, offset)
+        assert float(ta.trace(a.T, 1, 0, offset=offset)) == np.trace(a.T, offset, 1, 0)
+    c = np.arange(60).reshape(3, 4, 5)
+    for offset in (-1, 0, 2):
+        np.testing.assert_array_equal(ta.trace(c, 0, 2, offset=offset),
+                                      np.trace(c, offset, 0, 2))
+    assert ta.trace(a, dtype=np.complex64).dtype == np.trace(a, dtype=np.complex64).dtype
+    assert ta.trace(a.astype(np.float32), dtype=np.float64).dtype == np.float64
+    for x in (c, c.astype(np.float32)):  # NumPy's trace, the kernels'
+        out = np.zeros(5)
+        assert ta.trace(x, 0, 1, out=out) is out
+        np.testing.assert_array_equal(out, np.trace(c, 0, 0, 1))
+    assert ta.trace(np.eye(3, dtype=np.int8)).dtype == np.trace(np.eye(3, dtype=np.int8)).dtype
+
+
+def test_array_likes_are_read_as_numpy_reads_them():
+    rows = [[1.0, 2.0], [3.0, 4.0]]
+    for x in (rows, ArrayLike(rows), tuple(map(tuple, rows))):
+        assert ta.sum(x).tolist() == 10.0
+        assert float(ta.trace(x)) == 5.0
+        assert ta.diagonal(x).tolist() == [1.0, 4.0]
+        assert ta.permute(x, (1, 0)).tolist() == [[1.0, 3.0], [2.0, 4.0]]
+        assert float(ta.norm(x)) == pytest.approx(np.sqrt(30.0))
+        assert ta.partial_trace(x, [(0, 1)]).tolist() == 5.0
+    assert ta.permute([[1, 2], [3, 4]]).tolist() == [[1, 3], [2, 4]]  # axes None: reversed
+    assert ta.sum(3) == 3 and ta.sum(2.5).dtype == np.float64
+
+
+def test_torch_tensors_are_read_as_numpy_reads_them():
+    torch = pytest.importorskip("torch")
+    t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    np.testing.assert_array_equal(ta.sum(t, axis=0), np.sum(t.numpy(), axis=0))
+    assert float(ta.trace(t)) == 15.0
+    np.testing.assert_array_equal(ta.permute(t, (1, 0)), t.numpy().T)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint16, np.bool_, np.longdouble, object])
+def test_data_movement_of_any_dtype_is_exact(dtype):
+    a = (np.arange(24) % 7).astype(dtype).reshape(2, 3, 4)
+    got = ta.permute(a, (2, 0, 1))
+    assert got.dtype == a.dtype and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, np.transpose(a, (2, 0, 1)))
+    np.testing.assert_array_equal(ta.diagonal(a, 1, 2), np.diagonal(a, 0, 1, 2))
+    out = np.empty((4, 2, 3), a.dtype)
+    assert ta.permute(a, (2, 0, 1), out=out) is out
+    np.testing.assert_array_equal(out, np.transpose(a, (2, 0, 1)))
+
+
+def test_an_out_of_the_wrong_kind_raises_before_writing():
+    """A complex result into a real out= (NumPy: a TypeError under its casting rule) is a
+    CastingError, an OutputMismatchError and a TypeError; nothing is written."""
+    z = (1 + 2j) * np.ones((2, 3))
+    calls = [lambda out: ta.permute(z, (1, 0), out=out),
+             lambda out: ta.sum(z.T, axis=1, out=out[:, 0]),
+             lambda out: ta.trace(np.stack([z.T] * 3), 0, 2, out=out[:, 0]),
+             lambda out: ta.partial_trace(np.stack([z.T] * 3), [(0, 2)], out=out[:, 0])]
+    for call in calls:
+        out = np.full((3, 2), 7.0)
+        with pytest.raises(CastingError) as info:
+            call(out)
+        assert isinstance(info.value, ta.OutputMismatchError)
+        assert isinstance(info.value, TypeError)
+        assert (out == 7.0).all()
+    ints = np.zeros(3, np.int64)
+    with pytest.raises(CastingError):  # (NumPy's sum casts its out= unsafely: not here)
+        ta.sum(np.ones((2, 3)), axis=0, out=ints)
+    with pytest.raises(CastingError):  # integers into bool: NumPy's sum, refused alike
+        ta.sum(np.ones((2, 3), np.int64), axis=0, out=np.zeros(3, bool))
+    with pytest.raises(CastingError):
+        ta.permute(np.ones((2, 3), np.int64), (1, 0), out=np.zeros((3, 2), bool))
+
+
+def test_axis_errors_are_numpys_too():
+    with pytest.raises(np.exceptions.AxisError) as info:
+        ta.sum(np.ones((2, 3)), axis=2)
+    assert isinstance(info.value, ta.DescriptorError)
+    with pytest.raises(np.exceptions.AxisError):
+        ta.trace(np.ones((2, 3)), 0, 2)
+    with pytest.raises(np.exceptions.AxisError):
+        ta.diagonal(np.ones((2, 3)), 0, 5)
