@@ -1,0 +1,27 @@
+"""tenalg on Dask (the extra ``tenalg[distributed]``): dense operations on Dask arrays,
+packs of trains split over workers, and distributed rounding of one large train.
+
+Dask is imported only here: ``import tenalg`` never imports it. The same code runs on a
+``LocalCluster`` and on a real cluster (``distributed.Client("scheduler-address")``).
+
+>>> import dask.array as da
+>>> from tenalg import distributed as tad
+>>> float(tad.einsum("ii->", da.eye(4, chunks=3)).compute())
+4.0
+"""
+
+from .backend import BACKEND
+from .backend import DaskBackend
+from .backend import run_operation
+from .dense import contract
+from .dense import contraction_path
+from .dense import einsum
+from .dense import memory_limit_of
+from .dense import partial_trace
+from .dense import permute
+from .dense import reduce
+from .dense import sum
+from .dense import trace
+from .pack import DistributedPack
+from .pack import PackOperationError
+from .stencil import step as stencil_step

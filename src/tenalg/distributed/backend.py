@@ -1,0 +1,79 @@
+"""The Dask backend's runner: one tenalg Operation on Dask arrays.
+
+:func:`run_operation` is what the backend seam (``supports`` / ``prepare``) wraps:
+contractions, sum-products, reductions and permutations whose operands are Dask arrays,
+with identity or conjugate unaries, lowered to :mod:`tenalg.distributed.dense`.
+
+>>> import dask.array as da
+>>> import tenalg as ta
+>>> x = da.ones((4, 3), chunks=2)
+>>> op = ta.Operation.reduction(ta.Operand(ta.TensorDescriptor.contiguous((4, 3), "f8"),
+...                             "ij"), out_modes="j")
+>>> BACKEND.supports(op, "dask"), run_operation(op, [x]).compute().tolist()
+(True, [4.0, 4.0, 4.0])
+"""
+
+import dask.array as da  # optional dependency: imported only in tenalg.distributed
+import numpy as np
+
+from ..errors import OperationError
+from . import dense
+
+KINDS = ("contraction", "sum_product", "reduction", "permutation")
+
+
+def _read(operand, array):
+    unary = getattr(operand.unary, "value", operand.unary)
+    if unary == "identity":
+        return array
+    if unary == "conjugate":
+        return da.conj(array)
+    raise OperationError(f"the dask backend reads operands as identity or conjugate, "
+                         f"not {unary}")
+
+
+def run_operation(operation, arrays, *, alpha=1, beta=0, addend=None, memory_limit=None):
+    """``operation`` on ``arrays`` (Dask or NumPy, one per input) as a lazy Dask array
+    of the operation's output dtype: D = alpha * op(inputs) + beta * addend."""
+    if operation.kind not in KINDS:
+        raise OperationError(f"the dask backend does not run {operation.kind} operations")
+    if len(arrays) != len(operation.inputs):
+        raise OperationError(f"{operation.kind}: {len(operation.inputs)} inputs, "
+                             f"{len(arrays)} arrays")
+    arrays = [_read(x, dense._dask(a)) for x, a in zip(operation.inputs, arrays, strict=True)]
+    modes = [x.modes for x in operation.inputs]
+    out_modes = operation.out_modes
+    if operation.kind == "reduction":
+        op = getattr(operation.op, "value", operation.op)
+        result = dense.reduce(arrays[0], modes[0], out_modes, op, memory_limit=memory_limit)
+    elif operation.kind == "permutation":
+        result = dense.permute(arrays[0], [modes[0].index(m) for m in out_modes],
+                               memory_limit=memory_limit)
+    else:
+        letters = dense._letters(*modes, out_modes)
+        expression = ",".join(letters[:-1]) + "->" + letters[-1]
+        result = dense.einsum(expression, *arrays, memory_limit=memory_limit)
+    result = dense._scaled(result, alpha, addend, beta)
+    return result.astype(np.dtype(operation.output.dtype), copy=False)
+
+
+class DaskBackend:
+    """The backend object of the seam: ``name``, ``supports``, ``prepare``."""
+
+    name = "dask"
+
+    def supports(self, operation, kind):
+        return kind == "dask" and operation.kind in KINDS
+
+    def prepare(self, operation):
+        if operation.kind not in KINDS:
+            return None
+
+        def runner(*arrays, alpha=1, beta=0, addend=None, memory_limit=None):
+            return run_operation(operation, arrays, alpha=alpha, beta=beta, addend=addend,
+                                 memory_limit=memory_limit)
+
+        return runner
+
+
+BACKEND = DaskBackend()

@@ -1,0 +1,252 @@
+"""Dense front ends on Dask arrays: einsum, contract, permute, sum, reduce, trace.
+
+Each takes ``dask.array.Array`` operands (NumPy arrays are wrapped) and returns a lazy
+Dask array. Multi-operand expressions follow opt_einsum's path; every pairwise step is
+one :func:`~tenalg.distributed.blockwise.blockwise` operation whose chunks the memory
+model chooses, and whose tasks run ``tenalg.einsum`` (plans cached per block shape) on
+NumPy blocks.
+
+>>> import dask.array as da, numpy as np
+>>> a = da.from_array(np.arange(12.0).reshape(3, 4), chunks=(2, 3))
+>>> b = da.from_array(np.arange(8.0).reshape(4, 2), chunks=(3, 1))
+>>> bool(np.allclose(einsum("ij,jk->ik", a, b).compute(), a.compute() @ b.compute()))
+True
+"""
+
+import functools
+
+import dask  # optional dependency: imported only in tenalg.distributed
+import dask.array as da
+import numpy as np
+import opt_einsum
+from dask.utils import parse_bytes
+from opt_einsum import parser
+
+from .. import api
+from ..einsum import einsum as _ta_einsum
+from ..errors import OperationError
+from .blockwise import blockwise
+
+try:  # a running client tells the workers' memory limits
+    from distributed import get_client
+except ImportError:  # dask without distributed: the config decides
+    get_client = None
+
+COMBINE = {"sum": np.add, "product": np.multiply, "min": np.minimum, "max": np.maximum}
+
+
+def memory_limit_of(memory_limit=None):
+    """Bytes per worker: ``memory_limit`` (int or "2GB"), else the smallest limit of the
+    current client's workers, else 8 times Dask's ``array.chunk-size``.
+
+    >>> memory_limit_of("1 MiB")
+    1048576
+    """
+    if memory_limit is not None:
+        return parse_bytes(memory_limit) if isinstance(memory_limit, str) else int(memory_limit)
+    if get_client is not None:
+        try:
+            workers = get_client().scheduler_info()["workers"].values()
+            limits = [w.get("memory_limit") or 0 for w in workers]
+            if limits and min(limits) > 0:
+                return int(min(limits))
+        except ValueError:  # no client: not on a cluster
+            pass
+    return 8 * parse_bytes(dask.config.get("array.chunk-size"))
+
+
+def _dask(x):
+    return x if isinstance(x, da.Array) else da.asarray(x)
+
+
+def _einsum_block(subscripts, *blocks):
+    return np.asarray(_ta_einsum(subscripts, *blocks))
+
+
+def _step(arrays, labels, out_labels, limit, split_every):
+    """One 1- or 2-operand einsum step as a blockwise operation."""
+    subscripts = ",".join("".join(x) for x in labels) + "->" + "".join(out_labels)
+    dtype = np.einsum(subscripts, *[np.zeros((1,) * a.ndim, a.dtype) for a in arrays]).dtype
+    return blockwise(functools.partial(_einsum_block, subscripts), arrays, labels, out_labels,
+                     dtype, memory_limit=limit, split_every=split_every, name="tenalg-einsum")
+
+
+def contraction_path(subscripts, *shapes, optimize="auto"):
+    """opt_einsum's pairwise path for the expression on these shapes.
+
+    >>> contraction_path("ij,jk,kl->il", (2, 30), (30, 40), (40, 5))
+    [(0, 1), (0, 1)]
+    """
+    if len(shapes) < 3:
+        return [tuple(range(len(shapes)))]
+    optimize = "auto" if optimize in (True, "auto", None) else optimize
+    return list(opt_einsum.contract_path(subscripts, *shapes, shapes=True,
+                                         optimize=optimize)[0])
+
+
+def einsum(subscripts, *operands, dtype=None, optimize="auto", memory_limit=None,
+           split_every=4):
+    """NumPy's einsum on Dask arrays (ellipsis, implicit output, repeated labels),
+    lazily; ``memory_limit`` bytes per worker (default: :func:`memory_limit_of`)."""
+    arrays = [_dask(x) for x in operands]
+    inputs, output, _ = parser.parse_einsum_input([subscripts, *[a.shape for a in arrays]],
+                                                  shapes=True)
+    labels = [tuple(s) for s in inputs.split(",")]
+    if len(labels) != len(arrays):
+        raise OperationError(f"einsum: {len(labels)} operands in the expression, "
+                             f"{len(arrays)} given")
+    limit = memory_limit_of(memory_limit)
+    path = contraction_path(f"{inputs}->{output}", *[a.shape for a in arrays],
+                            optimize=optimize)
+    items = list(zip(arrays, labels, strict=True))
+    for step, pair in enumerate(path):
+        taken = [items[i] for i in pair]
+        items = [x for i, x in enumerate(items) if i not in pair]
+        if step == len(path) - 1:
+            out = tuple(output)
+        else:
+            later = set(output).union(*[set(lab) for _, lab in items])
+            out = tuple(dict.fromkeys(x for _, lab in taken for x in lab if x in later))
+        items.append((_step([a for a, _ in taken], [lab for _, lab in taken], out, limit,
+                            split_every), out))
+    result = items[0][0]
+    return result if dtype is None else result.astype(dtype)
+
+
+def _letters(*mode_lists):
+    """Letters for arbitrary hashable mode labels, the same letter for the same label."""
+    names = {}
+    for modes in mode_lists:
+        for m in modes:
+            names.setdefault(m, opt_einsum.get_symbol(len(names)))
+    return ["".join(names[m] for m in modes) for modes in mode_lists]
+
+
+def _scaled(result, alpha, c, beta):
+    result = result if alpha == 1 else alpha * result
+    return result if c is None or beta == 0 else result + beta * _dask(c)
+
+
+def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, memory_limit=None,
+             split_every=4):
+    """D = alpha * sum A B + beta * C over the modes absent from ``modes_out``.
+
+    >>> import dask.array as da
+    >>> contract(da.ones((2, 3)), "ij", da.ones((3,)), "j", "i").compute().tolist()
+    [3.0, 3.0]
+    """
+    sa, sb, so = _letters(modes_a, modes_b, modes_out)
+    result = einsum(f"{sa},{sb}->{so}", a, b, memory_limit=memory_limit,
+                    split_every=split_every)
+    return _scaled(result, alpha, c, beta)
+
+
+def _reduce_block(modes_in, modes_out, op, block):
+    return np.asarray(api.reduce(block, modes_in, modes_out, op=op))
+
+
+def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, memory_limit=None,
+           split_every=4):
+    """D = alpha * reduce(A) + beta * C, ``op`` one of sum, product, min, max.
+
+    >>> import dask.array as da
+    >>> reduce(da.arange(6.0, chunks=4).reshape(2, 3), "ij", "i", "max").compute().tolist()
+    [2.0, 5.0]
+    """
+    if str(op).lower() not in COMBINE:
+        raise OperationError(f"reduce: op {op!r} is not one of {sorted(COMBINE)}")
+    op = str(op).lower()
+    a = _dask(a)
+    modes_in, modes_out = list(modes_in), list(modes_out)
+    kernel = functools.partial(_reduce_block, modes_in, modes_out, op)
+    dtype = kernel(np.zeros((1,) * a.ndim, a.dtype)).dtype
+    result = blockwise(kernel, [a], [tuple(modes_in)], tuple(modes_out), dtype,
+                       combine=COMBINE[op], memory_limit=memory_limit_of(memory_limit),
+                       split_every=split_every, name="tenalg-reduce")
+    return _scaled(result, alpha, c, beta)
+
+
+def _axes(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+    return tuple(int(x) % ndim if ndim else int(x) for x in axes)
+
+
+def _sum_block(axes, block):
+    return np.asarray(api.sum(block, axis=axes))
+
+
+def sum(a, axis=None, *, memory_limit=None, split_every=4):  # noqa: A001 - NumPy's name
+    """NumPy's sum over ``axis`` (int, tuple or None) on a Dask array.
+
+    >>> import dask.array as da
+    >>> float(sum(da.ones((5, 4), chunks=2)).compute())
+    20.0
+    """
+    a = _dask(a)
+    axes = _axes(axis, a.ndim)
+    labels = tuple(range(a.ndim))
+    kernel = functools.partial(_sum_block, axes)
+    dtype = np.sum(np.zeros((1,) * a.ndim, a.dtype), axis=axes).dtype
+    return blockwise(kernel, [a], [labels], tuple(x for x in labels if x not in axes), dtype,
+                     memory_limit=memory_limit_of(memory_limit), split_every=split_every,
+                     name="tenalg-sum")
+
+
+def _trace_block(pairs, block):
+    return np.asarray(api.partial_trace(block, pairs))
+
+
+def partial_trace(a, pairs, *, memory_limit=None, split_every=4):
+    """Traces over several axis pairs at once; survivors keep their order.
+
+    >>> import dask.array as da, numpy as np
+    >>> x = da.from_array(np.arange(16.0).reshape(2, 2, 2, 2), chunks=1)
+    >>> partial_trace(x, [(0, 2)]).compute().tolist()
+    [[10.0, 12.0], [18.0, 20.0]]
+    """
+    a = _dask(a)
+    pairs = [(int(i) % a.ndim, int(j) % a.ndim) for i, j in pairs]
+    labels = list(range(a.ndim))
+    for i, j in pairs:
+        labels[j] = labels[i]
+    traced = {x for p in pairs for x in p}
+    out = tuple(x for x in range(a.ndim) if x not in traced)
+    kernel = functools.partial(_trace_block, pairs)
+    dtype = kernel(np.zeros((1,) * a.ndim, a.dtype)).dtype
+    return blockwise(kernel, [a], [tuple(labels)], out, dtype,
+                     memory_limit=memory_limit_of(memory_limit), split_every=split_every,
+                     name="tenalg-trace")
+
+
+def trace(a, axis1=0, axis2=1, *, memory_limit=None, split_every=4):
+    """The trace over ``axis1`` and ``axis2``; a rank-0 array for a matrix.
+
+    >>> import dask.array as da
+    >>> float(trace(da.eye(5, chunks=2)).compute())
+    5.0
+    """
+    return partial_trace(a, [(axis1, axis2)], memory_limit=memory_limit,
+                         split_every=split_every)
+
+
+def _permute_block(axes, alpha, block):
+    return np.asarray(api.permute(block, axes, alpha=alpha))
+
+
+def permute(a, axes, *, alpha=1, memory_limit=None):
+    """alpha * a with its axes in the order ``axes`` (a new array, not a view).
+
+    >>> import dask.array as da
+    >>> permute(da.ones((2, 3, 4), chunks=2), (2, 0, 1)).shape
+    (4, 2, 3)
+    """
+    a = _dask(a)
+    axes = tuple(int(x) % a.ndim for x in axes)
+    if sorted(axes) != list(range(a.ndim)):
+        raise OperationError(f"permute: {axes} is not a permutation of {a.ndim} axes")
+    kernel = functools.partial(_permute_block, axes, alpha)
+    dtype = kernel(np.zeros((1,) * a.ndim, a.dtype)).dtype
+    return blockwise(kernel, [a], [tuple(range(a.ndim))], axes, dtype,
+                     memory_limit=memory_limit_of(memory_limit), name="tenalg-permute")

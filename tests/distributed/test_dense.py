@@ -1,0 +1,130 @@
+"""Dense front ends on Dask arrays against NumPy, on a real LocalCluster."""
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+tad = pytest.importorskip("tenalg.distributed")
+
+import tenalg as ta  # noqa: E402
+from tenalg.distributed import planner  # noqa: E402
+from tenalg.distributed.blockwise import plan  # noqa: E402
+
+
+def _rand(shape, dtype=np.float64, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def _close(got, want, dtype=np.float64):
+    tol = {4: 2e-4, 8: 1e-11}[np.finfo(dtype).dtype.itemsize if np.dtype(dtype).kind == "f"
+                               else np.dtype(dtype).itemsize // 2]
+    assert got.shape == want.shape
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, np.abs(want).max(
+        initial=0)))
+
+
+CASES = [
+    ("ij,jk->ik", [(7, 5), (5, 9)], [((3, 4), (2, 3)), ((2, 3), (4, 5))]),
+    ("bij,bjk->bik", [(6, 4, 5), (6, 5, 3)], [((1, 2, 3), (4,), (2, 3)), ((1, 5), (5,), (3,))]),
+    ("ijk,jkl,lm->im", [(4, 5, 6), (5, 6, 3), (3, 7)], [((1, 3), (2, 3), (6,)),
+                                                       ((5,), (1, 5), (1, 2)), ((1, 2), (7,))]),
+    ("ii->i", [(6, 6)], [((2, 4), (3, 3))]),
+    ("...ij,...jk", [(2, 3, 4), (4, 5)], [((1, 1), (3,), (2, 2)), ((4,), (5,))]),
+    ("ij,ij->", [(8, 3), (8, 3)], [((5, 3), (1, 2)), ((8,), (3,))]),
+    ("ij,j->ij", [(4, 3), (1,)], [((4,), (1, 2)), ((1,),)]),
+]
+
+
+@pytest.mark.parametrize("expr,shapes,chunks", CASES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_einsum_matches_numpy(client, expr, shapes, chunks, dtype):
+    xs = [_rand(s, dtype, i) for i, s in enumerate(shapes)]
+    ds = [da.from_array(x, chunks=c) for x, c in zip(xs, chunks, strict=True)]
+    got = tad.einsum(expr, *ds, memory_limit=1 << 20).compute()
+    _close(got, np.einsum(expr, *xs), dtype)
+
+
+def test_einsum_small_memory_limit_splits_every_label(client):
+    a, b = _rand((40, 30, 20)), _rand((40, 20, 30), seed=1)
+    y = tad.einsum("bij,bjk->bik", da.from_array(a, chunks=(40, 30, 20)),
+                   da.from_array(b, chunks=(40, 20, 30)), memory_limit=64 << 10)
+    assert all(len(c) > 1 for c in y.chunks)
+    _close(y.compute(), np.einsum("bij,bjk->bik", a, b))
+
+
+def test_plan_fits_half_the_limit():
+    a = da.ones((4096, 512, 512), chunks=(64, 512, 512))
+    b = da.ones((4096, 512, 16), chunks=(64, 512, 16))
+    limit = 256 << 20
+    chunks = plan([a, b], [tuple("bij"), tuple("bjk")], tuple("bik"), 8, limit)
+    sizes = {x: max(c) for x, c in chunks.items()}
+    assert planner.task_bytes(sizes, [tuple("bij"), tuple("bjk")], tuple("bik"), 8) <= limit // 2
+    assert sum(chunks["b"]) == 4096
+
+
+def test_empty_arrays(client):
+    a, b = np.zeros((0, 4)), np.ones((4, 3))
+    got = tad.einsum("ij,jk->ik", da.from_array(a), da.from_array(b)).compute()
+    _close(got, a @ b)
+    got = tad.einsum("ji,jk->ik", da.from_array(a), da.zeros((0, 3))).compute()
+    _close(got, np.zeros((4, 3)))
+    assert float(tad.sum(da.zeros((0, 5))).compute()) == 0.0
+    assert tad.reduce(da.zeros((3, 0)), "ij", "i", "max").compute().tolist() == [-np.inf] * 3
+
+
+def test_contract_alpha_beta(client):
+    a, b, c = _rand((5, 6)), _rand((6, 4), seed=1), _rand((4, 5), seed=2)
+    got = tad.contract(da.from_array(a, chunks=(2, 5)), "ij", da.from_array(b, chunks=(5, 1)),
+                       "jk", "ki", alpha=2.0, c=c, beta=-1.0).compute()
+    _close(got, 2 * (a @ b).T - c)
+    got = tad.contract(da.from_array(a, chunks=2), [0, 1], da.from_array(b, chunks=2), [1, 2],
+                       [0, 2]).compute()
+    _close(got, a @ b)
+
+
+@pytest.mark.parametrize("op", ["sum", "product", "min", "max"])
+def test_reduce(client, op):
+    x = _rand((7, 5, 4))
+    got = tad.reduce(da.from_array(x, chunks=(3, 1, 4)), "ijk", "ki", op).compute()
+    want = {"sum": np.sum, "product": np.prod, "min": np.min, "max": np.max}[op](x, axis=1).T
+    _close(got, np.ascontiguousarray(want))
+
+
+@pytest.mark.parametrize("axis", [None, 0, (0, 2), -1])
+def test_sum(client, axis):
+    x = _rand((9, 4, 5))
+    got = tad.sum(da.from_array(x, chunks=((2, 7), (1, 3), 5)), axis=axis).compute()
+    _close(got, np.asarray(np.sum(x, axis=axis)))
+
+
+def test_trace_and_partial_trace(client):
+    x = _rand((6, 5, 6, 5))
+    d = da.from_array(x, chunks=((1, 5), 2, (4, 2), (3, 2)))
+    _close(tad.partial_trace(d, [(0, 2), (1, 3)]).compute(),
+           np.asarray(np.einsum("ijij->", x)))
+    _close(tad.partial_trace(d, [(0, 2)]).compute(), np.einsum("ijil->jl", x))
+    m = _rand((7, 7))
+    _close(tad.trace(da.from_array(m, chunks=3)).compute(), np.asarray(np.trace(m)))
+    _close(np.asarray(ta.trace(m)), np.asarray(np.trace(m)))
+
+
+def test_permute(client):
+    x = _rand((5, 1, 6, 3), np.float32)
+    got = tad.permute(da.from_array(x, chunks=(2, 1, 4, 3)), (2, 0, 3, 1), alpha=2).compute()
+    _close(got, 2 * np.transpose(x, (2, 0, 3, 1)), np.float32)
+
+
+def test_run_operation(client):
+    a, b = _rand((4, 5)), _rand((5, 3), seed=1)
+    op = ta.Operation.contraction(ta.Operand(a, "ij"), ta.Operand(b, "jk"), out_modes="ki")
+    got = tad.run_operation(op, [da.from_array(a, chunks=2), da.from_array(b, chunks=2)],
+                            alpha=3).compute()
+    _close(got, 3 * (a @ b).T)
+    perm = ta.Operation.permutation(ta.Operand(a, "ij"), out_modes="ji")
+    _close(tad.BACKEND.prepare(perm)(da.from_array(a, chunks=3)).compute(), a.T.copy())
+    assert not tad.BACKEND.supports(perm, "numpy")
