@@ -1,0 +1,79 @@
+"""What a distributed operation costs: bytes moved between workers, peak memory, sizes.
+
+Dask estimates the bytes of a transfer with ``dask.sizeof``; trains and packs register
+their cores' bytes here (imported on every worker that unpickles a pack task), so the
+workers' transfer logs count what really moved.
+
+>>> from tenalg import tt
+>>> from dask.sizeof import sizeof
+>>> sizeof(tt.TrainPack([tt.random((4, 4), 2, rng=0)]))
+128
+"""
+
+import threading
+import time
+
+import psutil
+from dask.sizeof import sizeof  # optional dependency: imported only in tenalg.distributed
+
+from .. import tt
+
+
+@sizeof.register(tt.TensorTrain)
+def _sizeof_train(train):
+    parts = getattr(train, "summands", None) or [train.cores]  # an unbuilt sum: its summands
+    return int(sum(c.array().nbytes for part in parts for c in part))
+
+
+@sizeof.register(tt.TrainPack)
+def _sizeof_pack(pack):
+    return int(sum(_sizeof_train(t) for row in pack.grid for t in row))
+
+
+def _incoming(dask_worker):
+    return sum(e["total"] for e in dask_worker.transfer_incoming_log)
+
+
+def bytes_moved(client):
+    """Bytes every worker has received from other workers so far, summed (a counter:
+    take the difference around an operation)."""
+    return int(sum(client.run(_incoming).values()))
+
+
+def _start_sampler(dask_worker, interval=0.002):
+    process = psutil.Process()
+    state = {"base": process.memory_info().rss, "peak": 0, "run": True}
+
+    def sample():
+        while state["run"]:
+            state["peak"] = max(state["peak"], process.memory_info().rss)
+            time.sleep(interval)
+
+    state["thread"] = threading.Thread(target=sample, daemon=True)
+    state["thread"].start()
+    dask_worker._tenalg_memory = state
+
+
+def _stop_sampler(dask_worker):
+    state = dask_worker._tenalg_memory
+    state["run"] = False
+    state["thread"].join()
+    return state["peak"] - state["base"], state["peak"]
+
+
+class PeakMemory:
+    """Samples every worker's resident memory every 2 ms while active; ``growth`` is
+    {worker: peak minus the memory at the start} and ``peak`` {worker: peak} in bytes."""
+
+    def __init__(self, client):
+        self.client, self.growth, self.peak = client, {}, {}
+
+    def __enter__(self):
+        self.client.run(_start_sampler)
+        return self
+
+    def __exit__(self, *exc):
+        result = self.client.run(_stop_sampler)
+        self.growth = {w: g for w, (g, _) in result.items()}
+        self.peak = {w: p for w, (_, p) in result.items()}
+        return False
