@@ -20,6 +20,7 @@ plans in a thread-safe LRU cache keyed by expression, layouts and options.
 """
 
 import collections
+import functools
 import string
 import threading
 
@@ -27,10 +28,24 @@ import numpy as np
 
 from .contraction import Chain, ContractionKernel, find_path
 from .descriptors import Operand, TensorDescriptor
-from .dtypes import compute_type, result_type, storage_type
+from .dtypes import STORAGE_TYPES, compute_type, result_type, storage_type
+from .einsum_numpy import (
+    NUMPY_OPTIMIZE,
+    NumpyEinsum,
+    check_casting,
+    check_order,
+    check_out_cast,
+    f_contiguous,
+    kernel_reason,
+    numpy_dtype,
+    numpy_expression,
+    sublist_labels,
+    wider_compute,
+)
 from .errors import (
     AliasError,
     DescriptorError,
+    DTypeError,
     ExpressionError,
     InputCountError,
     InputMismatchError,
@@ -65,7 +80,7 @@ def _scan_term(expression, start, stop):
         ch = expression[k]
         if ch.isspace():
             k += 1
-        elif ch in LABELS:
+        elif ch in LABELS or ch > "\x7f":  # beyond NumPy: any non-ASCII letter (opt_einsum's)
             labels.append(ch)
             k += 1
         elif ch == ".":
@@ -133,7 +148,8 @@ def _position(expression, start, label, nth):
 def interleaved(args):
     """NumPy's interleaved form ``(a, [0, 1], b, [1, 2], [0, 2])`` as (expression, operands).
 
-    Labels are ints 0-51 (0-25 read as 'A'-'Z', 26-51 as 'a'-'z') or ``Ellipsis``.
+    Ints 0-51 read as 'A'-'Z', 'a'-'z' (NumPy's letters); beyond NumPy, any other hashable
+    is a label too (see :func:`tenalg.einsum_numpy.sublist_labels`); ``Ellipsis`` is ``...``.
 
     >>> interleaved((1.0, [0, 1], 2.0, [1, 26], [0, 26]))[0]
     'AB,Ba->Aa'
@@ -141,27 +157,10 @@ def interleaved(args):
     args = list(args)
     output = args.pop() if len(args) % 2 == 1 else None
     operands, terms = args[0::2], args[1::2]
-
-    def term(sublist, where):
-        try:
-            items = list(sublist)
-        except TypeError as exc:
-            raise ExpressionError(f"{where}: expected a list of labels, got {sublist!r}") from exc
-        text = ""
-        for item in items:
-            if item is Ellipsis:
-                text += "..."
-            elif isinstance(item, int | np.integer) and not isinstance(item, bool) and (
-                    0 <= item < 52):
-                text += (string.ascii_uppercase + string.ascii_lowercase)[item]
-            else:
-                raise ExpressionError(f"{where}: label {item!r} is not an int in [0, 52) "
-                                      "or Ellipsis")
-        return text
-
-    expression = ",".join(term(t, f"sublist {k}") for k, t in enumerate(terms))
+    texts = sublist_labels(terms if output is None else [*terms, output])
+    expression = ",".join(texts[:len(terms)])
     if output is not None:
-        expression += "->" + term(output, "output sublist")
+        expression += "->" + texts[-1]
     return expression, operands
 
 
@@ -209,31 +208,17 @@ def bind(parsed, shapes):
     return modes, out
 
 
-def _as_array(x, k, like=None):
-    """``x`` as an array; a Python number takes the dtype ``like`` of the array operands."""
+def _as_operand(x):
+    """An array or descriptor as it is; anything else through ``np.asarray``, as NumPy's
+    einsum takes it (a Python float is a float64 array, a list an array)."""
+    return x if isinstance(x, np.ndarray | TensorDescriptor) else np.asarray(x)
+
+
+def _layout(x):
+    """(shape, byte strides, dtype) of an array or descriptor."""
     if isinstance(x, np.ndarray):
-        return x
-    if isinstance(x, np.number):
-        return np.asarray(x)
-    if isinstance(x, int | float | complex) and not isinstance(x, bool):
-        like = np.dtype(np.float64) if like is None else like
-        if isinstance(x, complex) and like.kind != "c":
-            like = np.result_type(like, np.complex64)
-        return np.asarray(x, like)
-    raise DescriptorError(f"operand {k}: expected a numpy.ndarray or a number, "
-                          f"got {type(x).__name__}")
-
-
-def _shared_dtype(operands):
-    """The dtype all array (or descriptor) operands share, else None."""
-    dtypes = {x.dtype for x in operands if isinstance(x, np.ndarray | TensorDescriptor)}
-    return dtypes.pop() if len(dtypes) == 1 else None
-
-
-def _descriptor(x, k, like):
-    if isinstance(x, TensorDescriptor):
-        return x
-    return TensorDescriptor.from_array(_as_array(x, k, like), f"operand {k}")
+        return x.shape, x.strides, x.dtype
+    return _byte_layout(x)
 
 
 def _byte_layout(d):
@@ -246,12 +231,14 @@ def _is_view(modes, out):
 
 
 def _numpy_view(x, pairs, axes):
-    """The read-only view of ``x`` made by NumPy's own calls: the diagonals of
-    :func:`diagonal_steps`, then the transpose ``axes``.  An 8x8 transpose on Zen 1 in
-    1.7 us; through ``as_strided`` and its bounds check 42 us (``np.einsum`` 3.0 us)."""
-    x = diagonal_calls(x, pairs).transpose(axes)
-    x.flags.writeable = False
-    return x
+    """The view of ``x`` made by NumPy's own calls: the diagonals of
+    :func:`diagonal_steps`, then the transpose ``axes``; writeable when ``x`` is, as
+    np.einsum's.  An 8x8 transpose on Zen 1 in 1.7 us; through ``as_strided`` and its
+    bounds check 42 us (``np.einsum`` 3.0 us)."""
+    view = diagonal_calls(x, pairs).transpose(axes)
+    if pairs and x.flags.writeable:  # np.diagonal's views are read-only, einsum's are not
+        view.flags.writeable = True
+    return view
 
 
 class EinsumPlan:
@@ -268,30 +255,51 @@ class EinsumPlan:
     """
 
     def __init__(self, subscripts, *operands, dtype=None, compute_dtype=None,
-                 optimize="auto", order="K"):
+                 optimize="auto", order="K", casting="safe"):
         if not isinstance(subscripts, str):
             subscripts, operands = interleaved((subscripts, *operands))
         self.subscripts = subscripts
-        like = _shared_dtype(operands)
-        descriptors = [_descriptor(x, k, like) for k, x in enumerate(operands)]
-        parsed = parse(subscripts)
-        self.modes, self.out_modes = bind(parsed, [d.extents for d in descriptors])
-        self.operands = [Operand(d, ms, what=f"operand {k}")
-                         for k, (d, ms) in enumerate(zip(descriptors, self.modes, strict=True))]
-        self._layouts = [_byte_layout(d) for d in descriptors]
-        dtypes = [d.dtype for d in descriptors]
-        self.dtype = result_type(dtypes) if dtype is None else storage_type(dtype, "dtype")
-        self.compute = compute_type(dtypes, compute_dtype)
-        if order not in ("K", "C"):
-            raise OperationError(f"order must be 'K' or 'C', not {order!r}")
-        self.order, self.optimize = order, optimize
+        order, self.casting = check_order(order), check_casting(casting)
         _check_optimize(optimize)
-        self.view = None
-        if (len(self.operands) == 1 and _is_view(self.modes[0], self.out_modes)
-                and self.dtype == descriptors[0].dtype and compute_dtype is None):
-            self.view = self._view_layout(descriptors[0])
+        operands = [_as_operand(x) for x in operands]
+        self._layouts = layouts = [_layout(x) for x in operands]
+        self.modes, self.out_modes = bind(parse(subscripts), [shape for shape, _, _ in layouts])
+        dtypes = [dt for _, _, dt in layouts]
+        self.view = self.numpy = None
+        if len(operands) == 1 and _is_view(self.modes[0], self.out_modes) and (
+                compute_dtype is None):  # NumPy returns these views whatever dtype= says
+            self.view = self._view_layout(*layouts[0])
             pairs, labels = diagonal_steps(self.modes[0])
             self._view_steps = pairs, tuple(labels.index(m) for m in self.out_modes)
+        self._cast_error = None
+        try:
+            numpy_result = numpy_dtype(dtypes, dtype, self.casting)
+        except DTypeError as exc:
+            if self.view is None:
+                raise
+            # NumPy returns the view unchecked; only a run into out= casts (and raises)
+            self._cast_error, numpy_result, dtype = exc, dtypes[0], None
+        if order == "A":
+            order = "F" if f_contiguous((s, b, d.itemsize) for s, b, d in layouts) else "C"
+        self.order, self.optimize = order, optimize
+        self._plan_order = "K" if order == "F" else order  # "F" allocates its own output
+        reason = kernel_reason(dtypes, dtype)
+        if reason is None:
+            try:
+                descriptors = [x if isinstance(x, TensorDescriptor) else
+                               TensorDescriptor.from_array(x, f"operand {k}")
+                               for k, x in enumerate(operands)]
+            except DescriptorError as exc:  # e.g. byte strides that are not whole items
+                reason = str(exc)
+        if reason is not None:
+            self._plan_numpy(numpy_result, dtype, optimize, reason)
+            return
+        self.operands = [Operand(d, ms, what=f"operand {k}")
+                         for k, (d, ms) in enumerate(zip(descriptors, self.modes, strict=True))]
+        self.dtype = result_type(dtypes) if dtype is None else storage_type(dtype, "dtype")
+        if compute_dtype is None:  # a wider dtype= computes in it, as in NumPy
+            compute_dtype = wider_compute(dtypes, dtype, compute_type(dtypes))
+        self.compute = compute_type(dtypes, compute_dtype)
         self.extents = Operation.sum_product(
             self.operands, out=self.dtype, out_modes=self.out_modes, compute=self.compute
         ).extents
@@ -306,13 +314,38 @@ class EinsumPlan:
         # one operand: its plan allocates and runs a new output itself, with no out checks
         runner = self._default[1]
         self._execute_new = runner.plan.execute if isinstance(runner, _Single) else None
+        if order == "F":  # built as "K"; the new output is allocated column-major instead
+            shape = tuple(self.extents[m] for m in self.out_modes)
+            self._allocate = functools.partial(np.empty, shape, self.dtype, order="F")
+            self._execute_new = None
 
-    def _view_layout(self, d):
+    def _plan_numpy(self, numpy_result, dtype, optimize, reason):
+        """Plan NumPy's own einsum (explicit labels, a path for three or more operands)."""
+        self.dtype, self.compute = numpy_result, numpy_result
+        extents = {}
+        for ms, (shape, _, _) in zip(self.modes, self._layouts, strict=True):
+            for m, e in zip(ms, shape, strict=True):
+                if extents.get(m, 1) == 1:
+                    extents[m] = e
+        self.extents = extents
+        if len(self.modes) < 3 and not isinstance(optimize, list | tuple):
+            self.path, numpy_optimize = [], optimize if optimize in NUMPY_OPTIMIZE else False
+        else:
+            self.path = find_path(self.modes, self.out_modes, extents, optimize)
+            numpy_optimize = ["einsum_path", *self.path]
+        self.numpy = NumpyEinsum(numpy_expression(self.modes, self.out_modes), dtype,
+                                 self.casting, self.order, numpy_optimize, reason)
+
+    def _view_layout(self, shape, byte_strides, dtype):
+        """Extents and element strides of the single operand's view (strides None when a
+        byte stride is not a whole number of items: only NumPy's own calls make that view)."""
+        extents = dict(zip(self.modes[0], shape, strict=True))
         strides = {}
-        for mode, stride in zip(self.modes[0], d.strides, strict=True):
+        for mode, stride in zip(self.modes[0], byte_strides, strict=True):
             strides[mode] = strides.get(mode, 0) + stride
-        extents = dict(zip(self.modes[0], d.extents, strict=True))
-        return ([extents[m] for m in self.out_modes], [strides[m] for m in self.out_modes])
+        whole = all(s % dtype.itemsize == 0 for s in byte_strides)
+        return ([extents[m] for m in self.out_modes],
+                [strides[m] // dtype.itemsize for m in self.out_modes] if whole else None)
 
     def _build(self, out):
         """(output descriptor, runner) for an output layout (None: allocate)."""
@@ -322,12 +355,13 @@ class EinsumPlan:
             reduces = set(operand.modes) != set(self.out_modes)
             kind = Operation.reduction if reduces else Operation.permutation
             operation = kind(operand, out=target, out_modes=self.out_modes,
-                             compute=self.compute, order=self.order)
+                             compute=self.compute, order=self._plan_order)
             from .plan import Plan
 
             return operation.output, _Single(Plan(operation))
         chain = Chain(self.operands, self.out_modes, self.path, out=target, addend=None,
-                      compute=self.compute, make=ContractionKernel, order=self.order)
+                      compute=self.compute, make=ContractionKernel,
+                      order=self._plan_order)
         return chain.steps[-1][2].output, chain
 
     # -- execution ----------------------------------------------------------------------
@@ -345,9 +379,12 @@ class EinsumPlan:
         """Execute on arrays already known to match the plan."""
         if self.view is not None and out is None:
             x = arrays[0]
-            if x.base is None or made_by_numpy(x):  # NumPy's views cannot leave its memory
+            # NumPy's views cannot leave its memory; others are checked against their buffer
+            if x.base is None or self.view[1] is None or made_by_numpy(x):
                 return _numpy_view(x, *self._view_steps)
-            return strided_view(x, *self.view)
+            return strided_view(x, *self.view, writeable=x.flags.writeable)
+        if self.numpy is not None:
+            return self.numpy(arrays, out)
         if out is None:
             if self._execute_new is not None:
                 return self._execute_new(*arrays)
@@ -358,6 +395,27 @@ class EinsumPlan:
             result = out
         runner.run(result, arrays, None, 1, 0)
         return result
+
+    def _into(self, arrays, out):
+        """Run into ``out`` under NumPy's rules: its casting rule, and an ``out`` that shares
+        memory with an operand (or that tenalg cannot store) gets the result through a
+        temporary.  (The plan's own ``out=`` refuses both.)"""
+        if self._cast_error is not None:
+            raise self._cast_error
+        if self.numpy is not None:
+            return self.numpy(arrays, out)
+        # NumPy's optimized path writes a 0-d result into out without its casting check
+        quirk = out.ndim == 0 if isinstance(out, np.ndarray) else False
+        casting = "unsafe" if quirk and self.optimize not in (False, "auto") else self.casting
+        check_out_cast(self.dtype, out, casting)
+        if out.dtype in STORAGE_TYPES and not any(np.may_share_memory(out, x)
+                                                  for x in arrays):
+            return self._run(arrays, out)
+        expected = tuple(self.extents[m] for m in self.out_modes)
+        if out.shape != expected:
+            raise OutputMismatchError(f"out: extents {out.shape}, expected {expected}")
+        np.copyto(out, self._run(arrays, None), casting="unsafe")
+        return out
 
     def _check(self, arrays):
         if len(arrays) != len(self._layouts):
@@ -402,10 +460,14 @@ class EinsumPlan:
 
     def explain(self):
         """The expression, the path, each step's kind, GEMM shape, copies, FLOPs, bytes."""
-        lines = [f"einsum {self.subscripts!r}: {len(self.operands)} operand(s), "
+        lines = [f"einsum {self.subscripts!r}: {len(self.modes)} operand(s), "
                  f"compute {self.compute}, output {self.dtype}"]
         if self.view is not None:
-            lines.append(f"  a view: extents {tuple(self.view[0])} strides {tuple(self.view[1])}")
+            strides = "NumPy's" if self.view[1] is None else tuple(self.view[1])
+            lines.append(f"  a view: extents {tuple(self.view[0])} strides {strides}")
+        if self.numpy is not None:
+            lines.extend("  " + line for line in self.numpy.explain())
+        if self.view is not None or self.numpy is not None:
             return "\n".join(lines)
         lines.extend("  " + line for line in self._default[1].explain())
         return "\n".join(lines)
@@ -436,7 +498,7 @@ def _check_optimize(optimize):
 
 
 def einsum_plan(subscripts, *operands_or_descriptors, dtype=None, compute_dtype=None,
-                optimize="auto", order="K"):
+                optimize="auto", order="K", casting="safe"):
     """An :class:`EinsumPlan` for operands (arrays or TensorDescriptors) of these layouts.
 
     >>> import numpy as np
@@ -446,7 +508,8 @@ def einsum_plan(subscripts, *operands_or_descriptors, dtype=None, compute_dtype=
     16.0
     """
     return EinsumPlan(subscripts, *operands_or_descriptors, dtype=dtype,
-                      compute_dtype=compute_dtype, optimize=optimize, order=order)
+                      compute_dtype=compute_dtype, optimize=optimize, order=order,
+                      casting=casting)
 
 
 class PlanCache:
@@ -494,35 +557,47 @@ def _hashable(optimize):
     return optimize
 
 
-def einsum(subscripts, *operands, out=None, dtype=None, compute_dtype=None, optimize="auto",
-           order="K"):
-    """Evaluate an einsum expression (NumPy's grammar) through a cached :class:`EinsumPlan`.
+def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize="auto",
+           compute_dtype=None):
+    """np.einsum's drop-in (``einsum(subscripts, *operands, ...)``), through a cached plan.
+
+    NumPy's signature, results, result types (a full reduction is a NumPy scalar), views
+    and casting rules, for every dtype NumPy takes: float and complex data run on tenalg's
+    kernels, other dtypes on NumPy's own einsum (see ``einsum_plan(...).explain()``).
+    Beyond NumPy: any number of labels, ``compute_dtype=``, optimize="auto".
 
     >>> import numpy as np
     >>> einsum(",ij->ij", 2.0, np.ones((1, 2))).tolist()
     [[2.0, 2.0]]
-    >>> einsum(np.ones(3), [0], np.ones(3), [0], []).item()
-    3.0
+    >>> einsum(np.ones(3), [0], np.ones(3), [0], [])
+    np.float64(3.0)
+    >>> einsum("ij,jk", [[1, 2]], [[3], [4]])
+    array([[11]])
     """
+    if not operands:
+        raise ExpressionError("einsum takes the subscripts and at least one operand")
+    subscripts, operands = operands[0], operands[1:]
     if not isinstance(subscripts, str):
         subscripts, operands = interleaved((subscripts, *operands))
     arrays = operands
-    options = (subscripts, dtype, compute_dtype,
-               optimize if type(optimize) is str else _hashable(optimize), order)
-    key = options
+    key = (subscripts, dtype, compute_dtype,
+           optimize if type(optimize) is str else _hashable(optimize), order, casting)
     # one loop both checks the operands and keys their layouts: a comprehension or all()
     # over a generator costs 0.2-0.6 us a call
     for x in operands:
         if type(x) is not np.ndarray:
-            like = _shared_dtype(operands)
-            arrays = [x if type(x) is np.ndarray else _as_array(x, k, like)
-                      for k, x in enumerate(operands)]
-            key = options + tuple((x.shape, x.strides, x.dtype) for x in arrays)
+            arrays = [x if type(x) is np.ndarray else np.asarray(x) for x in operands]
+            key = key[:6] + tuple((x.shape, x.strides, x.dtype) for x in arrays)
             break
         key += ((x.shape, x.strides, x.dtype),)
     plan = PLANS.get(key)
     if plan is None:
         plan = PLANS.put(key, EinsumPlan(subscripts, *arrays, dtype=dtype,
                                          compute_dtype=compute_dtype, optimize=optimize,
-                                         order=order))
-    return plan._run(arrays, out)
+                                         order=order, casting=casting))
+    if out is not None:
+        return plan._into(arrays, out)
+    result = plan._run(arrays, None)
+    if type(result) is np.ndarray and not result.ndim:
+        return result[()]  # NumPy's einsum returns a full reduction as a NumPy scalar
+    return result

@@ -1,0 +1,183 @@
+"""NumPy's einsum contract for tenalg's einsum: keywords, casting, labels, the fallback.
+
+``ta.einsum`` is a drop-in for ``np.einsum``.  This module holds what that takes beyond
+tenalg's own planning: the ``order`` and ``casting`` keywords, NumPy's result dtype and
+its 'safe'-casting checks, the labels of the interleaved form (any hashable), and the
+fallback that runs NumPy's own routine where tenalg has no kernel (integer, bool,
+longdouble and object data), chosen when a plan is made.
+
+>>> import numpy as np
+>>> numpy_dtype([np.dtype(np.float32), np.dtype(np.int64)], None, "safe")
+dtype('float64')
+>>> check_order("f"), kernel_reason([np.dtype(np.int64)], None)
+('F', 'int64 has no tenalg kernel')
+>>> run = NumpyEinsum("ij,jk->ik", None, "safe", "K", False, "int64 has no tenalg kernel")
+>>> run((np.ones((2, 2), int), np.ones((2, 2), int)), None).tolist()
+[[2, 2], [2, 2]]
+"""
+
+import numpy as np
+
+from .dtypes import COMPUTE_TYPES, STORAGE_TYPES
+from .errors import DTypeError, ExpressionError, OperationError, OutputMismatchError
+
+CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
+ORDERS = ("K", "C", "F", "A")
+NUMPY_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+NUMPY_OPTIMIZE = (True, False, "greedy", "optimal")
+_FIRST_FREE = 0x100000  # Supplementary Private Use Area-B: labels for non-int hashables
+
+
+class OutputTypeError(OutputMismatchError, TypeError):
+    """An ``out=`` that is not an array, or whose dtype the result may not be cast to under
+    the casting rule (NumPy raises TypeError for both)."""
+
+
+class SublistError(ExpressionError, TypeError):
+    """An interleaved-form sublist that is not a sequence of labels (NumPy: TypeError)."""
+
+
+def check_order(order):
+    """``order`` upper-cased, as NumPy accepts it ('K', 'C', 'F', 'A', any case)."""
+    upper = order.upper() if isinstance(order, str) else None
+    if upper not in ORDERS:
+        raise OperationError(f"order must be one of 'K', 'C', 'F', 'A', not {order!r}")
+    return upper
+
+
+def check_casting(casting):
+    """``casting`` when it is one of NumPy's rules."""
+    if casting not in CASTINGS:
+        raise OperationError(f"casting must be one of {CASTINGS}, not {casting!r}")
+    return casting
+
+
+def numpy_dtype(dtypes, dtype, casting):
+    """The dtype NumPy's einsum computes in and returns, after its input-casting checks."""
+    result = np.result_type(*dtypes) if dtype is None else np.dtype(dtype)
+    for k, d in enumerate(dtypes):
+        if not np.can_cast(d, result, casting):
+            raise DTypeError(f"operand {k}: cannot cast {d} to {result} under the rule "
+                             f"{casting!r} (as np.einsum)")
+    return result
+
+
+def check_out_cast(result, out, casting):
+    """Raise OutputTypeError unless ``out`` is an array the ``result`` dtype casts to."""
+    if not isinstance(out, np.ndarray):
+        raise OutputTypeError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
+    if out.dtype != result and not np.can_cast(result, out.dtype, casting):
+        raise OutputTypeError(f"out: cannot cast the result's {result} to out's {out.dtype} "
+                              f"under the rule {casting!r} (as np.einsum)")
+
+
+def kernel_reason(dtypes, dtype):
+    """Why tenalg's kernels cannot give NumPy's result for these dtypes (None if they can).
+
+    Integer and bool arithmetic must wrap around exactly as NumPy's; longdouble and
+    object have no kernel.  A real ``dtype=`` for complex inputs drops the imaginary parts
+    before the products in NumPy, which a complex kernel would not do.
+    """
+    for d in dtypes:
+        if d not in STORAGE_TYPES:
+            return f"{d} has no tenalg kernel"
+    if dtype is not None:
+        dt = np.dtype(dtype)
+        if dt not in STORAGE_TYPES:
+            return f"dtype={dt} has no tenalg kernel"
+        if dt.kind != "c" and any(d.kind == "c" for d in dtypes):
+            return f"dtype={dt} discards the inputs' imaginary parts first"
+    return None
+
+
+def wider_compute(dtypes, dtype, natural):
+    """The compute type NumPy would use for ``dtype=`` when it is wider than ``natural``."""
+    if dtype is None:
+        return None
+    dt = np.dtype(dtype)
+    if dt in COMPUTE_TYPES and dt != natural and np.can_cast(natural, dt, "safe"):
+        return dt
+    return None
+
+
+def f_contiguous(shapes_strides):
+    """True when every (shape, byte strides, itemsize) is Fortran-contiguous."""
+    for shape, strides, itemsize in shapes_strides:
+        expected = itemsize
+        for extent, stride in zip(shape, strides, strict=True):
+            if extent > 1 and stride != expected:
+                return False
+            expected *= extent
+    return True
+
+
+def sublist_labels(terms):
+    """Each interleaved sublist as a string of labels, one character per distinct label.
+
+    Ints in [0, 52) read as NumPy's letters ('A'-'Z', 'a'-'z'); other ints raise, as in
+    NumPy.  Beyond NumPy, any other hashable (a string, a tuple) is a label, as many as
+    needed, read as private-use characters in order of first appearance; ``Ellipsis`` is
+    ``...``.
+
+    >>> sublist_labels([[0, 1], [1, "x", Ellipsis]])
+    ['AB', 'B\\U00100000...']
+    """
+    chars, out = {}, []
+    for k, sublist in enumerate(terms):
+        where = f"sublist {k}"
+        if isinstance(sublist, str | bytes) or not hasattr(sublist, "__iter__"):
+            raise SublistError(f"{where}: expected a list of labels, got {sublist!r}")
+        text = []
+        for item in sublist:
+            if item is Ellipsis:
+                text.append("...")
+                continue
+            try:
+                char = chars.get(item)
+            except TypeError as exc:
+                raise SublistError(f"{where}: label {item!r} is not hashable") from exc
+            if char is None:
+                if isinstance(item, int | np.integer):  # NumPy's rule and error for ints
+                    if not 0 <= item < 52:
+                        raise ExpressionError(f"{where}: int label {item} is not in [0, 52) "
+                                              "(NumPy's letters); use any other hashable")
+                    char = NUMPY_LETTERS[item]
+                else:
+                    char = chr(_FIRST_FREE + sum(1 for c in chars.values()
+                                                 if ord(c) >= _FIRST_FREE))
+                chars[item] = char
+            text.append(char)
+        out.append("".join(text))
+    return out
+
+
+def numpy_expression(modes, out_modes):
+    """An explicit expression in NumPy's 52 letters for bound mode tuples, or None when
+    there are more than 52 distinct modes (ellipsis axes count as modes)."""
+    letters = {}
+    for m in (*[m for ms in modes for m in ms], *out_modes):
+        if m not in letters:
+            if len(letters) == len(NUMPY_LETTERS):
+                return None
+            letters[m] = NUMPY_LETTERS[len(letters)]
+    terms = ",".join("".join(letters[m] for m in ms) for ms in modes)
+    return terms + "->" + "".join(letters[m] for m in out_modes)
+
+
+class NumpyEinsum:
+    """The fallback: NumPy's own einsum with the plan's options, for dtypes tenalg has no
+    kernel for (integer and bool arithmetic then wraps around exactly as NumPy's)."""
+
+    def __init__(self, expression, dtype, casting, order, optimize, reason):
+        if expression is None:
+            raise ExpressionError(f"{reason}, and NumPy's einsum takes at most 52 labels")
+        self.expression, self.reason = expression, reason
+        self.options = dict(dtype=dtype, casting=casting, order=order, optimize=optimize)
+
+    def __call__(self, arrays, out):
+        return np.einsum(self.expression, *arrays, out=out, **self.options)
+
+    def explain(self):
+        options = ", ".join(f"{k}={v!r}" for k, v in self.options.items()
+                            if v is not None and (k, v) != ("casting", "safe"))
+        return [f"kernel: numpy.einsum({self.expression!r}, {options}): {self.reason}"]
