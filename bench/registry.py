@@ -15,7 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 # The modules that contribute workloads, in the order their workloads are listed.
-MODULES = ("bench_dense", "bench_einsum", "bench_tt", "bench_symmetric")
+MODULES = ("bench_dense", "bench_einsum", "bench_tt", "bench_symmetric", "bench_mixed")
+# The groups a workload belongs to (``tenalg bench --group``): one area each, and
+# "mixed", whole inner loops of several operations (bench_mixed).
+GROUPS = ("dense", "einsum", "tt", "symmetric", "mixed", "distributed")
 LIMITS = ("read", "copy", "copy-new", "gemm-f32", "gemm-f64")
 
 
@@ -26,7 +29,7 @@ class Skip(Exception):
 @dataclass
 class Workload:
     name: str  # unique, e.g. "einsum-ik,kj->ij-2048-f32"
-    group: str  # "dense", "einsum", "tt", "symmetric"
+    group: str  # one of GROUPS
     setup: Callable[[], dict[str, Callable[[], object]]]  # engine name -> zero-arg function
     limit: str | None = None  # one of LIMITS, or None
     bytes: float = 0.0  # bytes that must be read + written (memory-bound workloads)
@@ -34,6 +37,9 @@ class Workload:
     quick: bool = False  # part of `tenalg bench --quick`
     compare: bool = True  # check the engines' results against each other
     budget: float = 0.0  # seconds per engine at least (the run's budget when it is more)
+    # a loop that times its own steps (bench_mixed.Steps: ``times[engine][step]`` seconds,
+    # ``clear()``), reported per step beside the whole call; None for one-step workloads
+    steps: object = None
 
     def __post_init__(self):
         if self.limit is not None and self.limit not in LIMITS:

@@ -1,7 +1,7 @@
 """Reports of a run: JSON (machine, limits, every engine's times) and a PNG chart.
 
-The chart has two panels: the fraction of the machine's limit that each engine reached
-per workload (grouped bars), and tenalg's speed-up over each baseline (log scale).
+The chart (:mod:`.chart`) has two panels: tenalg's speed-up over each baseline (log
+scale) and the fraction of the machine's limit that each engine reached, per workload.
 
 >>> import json, os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "r.json")
@@ -16,7 +16,8 @@ import os
 import platform
 from importlib import metadata
 
-import numpy as np
+from . import chart
+from .runner import step_stats
 
 ENGINE_PACKAGES = ("tenalg", "numpy", "numba", "scipy", "opt_einsum", "torch")
 
@@ -43,16 +44,19 @@ def machine():
 def result_record(result, limits):
     """One workload's result as plain JSON data."""
     w = result.workload
-    engines = {
-        engine: {
+    engines = {}
+    for engine, times in result.times.items():
+        low, middle, high = result.spread(engine)
+        engines[engine] = {
             "median_s": result.median(engine),
+            "p95_s": result.p95(engine),
+            "spread_s": {"min": low, "median": middle, "max": high},  # of round medians
             "times_s": times,
+            "rounds_s": result.rounds.get(engine, []),
             "rate": result.rate(engine),
             "fraction_of_limit": result.fraction(engine, limits),
             "fraction_of_run_limit": result.fraction(engine, limits, in_rounds=False),
         }
-        for engine, times in result.times.items()
-    }
     return {
         "name": w.name,
         "group": w.group,
@@ -64,8 +68,16 @@ def result_record(result, limits):
         "check": result.check,
         "wall_s": result.seconds,
         "errors": result.errors,
+        "load": result.load,
+        "background_processes": result.background,
+        "suspect": result.suspect() if result.times else [],
         "engines": engines,
         "speedup": result.speedups() if result.times else {},
+        # loops that time their steps: engine -> step -> median and 95th percentile
+        "steps": {engine: {step: dict(zip(("median_s", "p95_s"), step_stats(times),
+                                          strict=True)) | {"count": len(times)}
+                           for step, times in by_step.items()}
+                  for engine, by_step in result.steps.items()},
     }
 
 
@@ -81,61 +93,6 @@ def write_json(path, results, limits, settings):
         json.dump(data, file, indent=1)
 
 
-def write_chart(path, results, limits):
-    """Write the PNG chart: fraction of limit per workload and engine; speed-ups (log)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    timed = [r for r in results if r.times]
-    names = [r.workload.name for r in timed]
-    x = np.arange(len(names))
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(8, 0.7 * len(names) + 3), 9),
-                                      sharex=True, constrained_layout=True)
-    fractions = {}
-    for k, r in enumerate(timed):
-        for engine in r.times:
-            value = r.fraction(engine, limits)
-            if value is not None:
-                fractions.setdefault(engine, {})[k] = value
-    _grouped_bars(top, x, fractions)
-    top.axhline(1.0, color="grey", linewidth=0.8)
-    top.set_ylabel("fraction of the machine's limit")
-    top.set_title("Fraction of the measured limit (read / copy / copy into a new array in the "
-                  "workload's rounds; GEMM peak of the run)")
-    speedups = {}
-    for k, r in enumerate(timed):
-        for engine, ratios in r.speedups().items():
-            for baseline, ratio in ratios.items():
-                speedups.setdefault(f"{engine} vs {baseline}", {})[k] = ratio
-    _grouped_bars(bottom, x, speedups)
-    bottom.set_yscale("log")
-    bottom.axhline(1.0, color="grey", linewidth=0.8)
-    bottom.set_ylabel("speed-up (baseline time / tenalg time)")
-    bottom.set_title("tenalg's speed-up over each baseline (log scale, > 1 is faster)")
-    bottom.set_xticks(x, names, rotation=60, ha="right", fontsize=8)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def _grouped_bars(axes, x, series):
-    """At each x, one bar per series that has a value there, centred; a colour per series
-    (the same in every group) and a legend naming them."""
-    colours = dict(zip(series, _palette(len(series)), strict=True))
-    for k in range(len(x)):
-        present = [label for label, values in series.items() if k in values]
-        width = 0.8 / max(len(present), 1)
-        for j, label in enumerate(present):
-            axes.bar(x[k] + (j - (len(present) - 1) / 2) * width, series[label][k], width,
-                     color=colours[label])
-    handles = [axes.bar([0], [0], 0, color=colours[label], label=label) for label in series]
-    if handles:
-        axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-
-
-def _palette(n):
-    import matplotlib
-
-    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
-    return [cmap(k % cmap.N) for k in range(n)]
+def write_chart(path, results, limits, title="tenalg bench"):
+    """Write the PNG chart (:func:`chart.draw`); ImportError without matplotlib."""
+    chart.draw(path, results, limits, title)

@@ -21,11 +21,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .load import CpuMeter
 from .registry import Skip, Workload
-from .timing import MIN_ROUNDS, measure
+from .timing import MIN_ROUNDS, measure_rounds
 
 # Relative tolerance of the cross-engine check, by the reference result's dtype.
 RTOL = {2: 1e-2, 4: 1e-4, 8: 1e-8, 16: 1e-8}
+# A row is suspect when an engine's slowest round (its median) took this many times its
+# fastest round: something else ran in one of them.
+SPREAD_LIMIT = 1.5
+# ... or when other processes (beyond the busy ones the run started) and the hypervisor
+# kept this many cores busy while it was timed: parallel engines lose most.
+LOAD_LIMIT = 0.5
 
 
 @dataclass
@@ -42,9 +49,43 @@ class Result:
     # seconds), and the limit they give (bytes/s); empty and None where none were
     limit_times: dict[str, list[float]] = field(default_factory=dict)
     limit_in_rounds: float | None = None
+    # engine -> its per-call seconds by round (round 0: the batch-size calibration)
+    rounds: dict[str, list[list[float]]] = field(default_factory=dict)
+    # what the rest of the machine used while the engines were timed (load.CpuMeter), and
+    # the busy processes the run itself started (--load), which the load includes
+    load: dict = field(default_factory=dict)
+    background: int = 0
+    # engine -> step -> per-call seconds of that step, for workloads that time their steps
+    steps: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     def median(self, engine):
         return statistics.median(self.times[engine])
+
+    def p95(self, engine):
+        """The 95th percentile of ``engine``'s per-call samples."""
+        return float(np.percentile(self.times[engine], 95))
+
+    def spread(self, engine):
+        """(min, median, max) over the rounds of each round's median time (the
+        calibration round left out where there are others); without rounds, of the
+        samples."""
+        rounds = [r for r in self.rounds.get(engine, ()) if r]
+        rounds = rounds[1:] if len(rounds) > 1 else rounds
+        values = [statistics.median(r) for r in rounds] or self.times[engine]
+        return min(values), statistics.median(values), max(values)
+
+    def suspect(self):
+        """Why this row's times cannot be trusted: a list of reasons, empty when none."""
+        reasons = []
+        for engine in self.times:
+            low, _, high = self.spread(engine)
+            if low > 0 and high / low > SPREAD_LIMIT:
+                reasons.append(f"{engine}'s rounds spread {high / low:.1f}x")
+        others = (self.load.get("others_cores") or 0) + (self.load.get("steal_cores") or 0)
+        if others - self.background > LOAD_LIMIT:
+            started = f" ({self.background} started by the run)" if self.background else ""
+            reasons.append(f"other processes kept {others:.1f} cores busy{started}")
+        return reasons
 
     def rate(self, engine):
         """Bytes/s or flop/s of ``engine`` (None when the workload counts neither)."""
@@ -76,31 +117,41 @@ class Result:
 
 
 class Progress:
-    """A one-line progress bar on a stream (stderr), redrawn in place.
+    """Progress on a stream (stderr): a bar redrawn in place on a terminal, else one plain
+    line per step; each step says the seconds since the start.  ``total`` may be None
+    until it is known (set the attribute).
 
     >>> import io
     >>> stream = io.StringIO()
-    >>> bar = Progress(2, stream, width=4)
+    >>> bar = Progress(2, stream)
     >>> bar.step("a"); bar.done()
-    >>> stream.getvalue().split("\\r")[-1]
-    '[##--] 1/2 a\\n'
+    >>> stream.getvalue().split(" s ")[0][:5], stream.getvalue().split(" s ")[1]
+    ('[1/2]', 'a\\n')
     """
 
     def __init__(self, total, stream=None, width=30):
         self.total, self.count, self.width = total, 0, width
         self.stream = sys.stderr if stream is None else stream
+        self.start = time.perf_counter()
+        self.tty = self.stream.isatty()
 
     def step(self, label):
         self.count += 1
-        filled = self.width * self.count // max(self.total, 1)
-        bar = "#" * filled + "-" * (self.width - filled)
-        clear = "\x1b[K" if self.stream.isatty() else ""  # erase the rest of the old line
-        self.stream.write(f"\r[{bar}] {self.count}/{self.total} {label}{clear}")
+        elapsed = f"{time.perf_counter() - self.start:.1f} s"
+        total = "?" if self.total is None else self.total
+        if self.tty:
+            filled = self.width * self.count // max(self.total or self.count, 1)
+            bar = "#" * filled + "-" * (self.width - filled)
+            # erase the rest of the old line
+            self.stream.write(f"\r[{bar}] {self.count}/{total} {elapsed} {label}\x1b[K")
+        else:
+            self.stream.write(f"[{self.count}/{total}] {elapsed} {label}\n")
         self.stream.flush()
 
     def done(self):
-        self.stream.write("\n")
-        self.stream.flush()
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 def run_workload(workload, budget, min_rounds=MIN_ROUNDS, probes=None):
@@ -138,11 +189,19 @@ def _run_workload(workload, budget, min_rounds, probes):
         return result
     probed = {f"limit {key}": probes.fns[key]
               for key in (probes.in_rounds(workload.limit) if probes else ())}
-    times = measure({**fns, **probed}, max(budget, workload.budget), min_rounds)
+    meter = CpuMeter()
+    if workload.steps is not None:
+        workload.steps.clear()  # the warm-up's steps are not timed
+    rounds = measure_rounds({**fns, **probed}, max(budget, workload.budget), min_rounds)
+    result.load = meter.read()
+    if workload.steps is not None:
+        result.steps = workload.steps.times
+    times = {name: [t for samples in r for t in samples] for name, r in rounds.items()}
     result.limit_times = {name.split(" ", 1)[1]: times.pop(name) for name in probed}
     if result.limit_times:
         result.limit_in_rounds = max(probes.rates(result.limit_times).values())
     result.times = times
+    result.rounds = {name: rounds[name] for name in times}
     return result
 
 
@@ -184,15 +243,19 @@ def _widened(value):
     return array.astype(np.complex128 if array.dtype.kind == "c" else np.float64)
 
 
-def run(workloads, budget, min_rounds=MIN_ROUNDS, progress=True, stream=None, probes=None):
-    """Run every workload in turn (progress bar on stderr); a list of :class:`Result`."""
-    bar = Progress(len(workloads), stream) if progress else None
+def run(workloads, budget, min_rounds=MIN_ROUNDS, progress=True, stream=None, probes=None,
+        background=0):
+    """Run every workload in turn; a list of :class:`Result`.  ``progress``: True for a
+    progress bar on ``stream`` (stderr), False for none, or a :class:`Progress` to step
+    (left open).  ``background``: the busy processes the run started (``--load``)."""
+    bar = Progress(len(workloads), stream) if progress is True else progress or None
     results = []
     for workload in workloads:
         if bar:
             bar.step(workload.name)
         results.append(run_workload(workload, budget, min_rounds, probes))
-    if bar:
+        results[-1].background = background
+    if bar and progress is True:
         bar.done()
     return results
 
@@ -218,43 +281,78 @@ def format_limits(limits):
 
 
 def format_table(results, limits):
-    """The results table: one row per workload and engine; errors and mismatches below."""
-    header = ("workload", "engine", "median", "rate", "of limit", "limit", "tenalg speed-up")
+    """The results table: one row per workload and engine; errors, mismatches and why a
+    row is suspect (marked ``?`` before its name) below it."""
+    header = ("workload", "engine", "median", "rounds", "rate", "of limit", "limit", "load",
+              "tenalg speed-up")
     blocks = [([header], [])]
     for result in results:
-        notes = [f"{e} failed: {m}" for e, m in result.errors.items()]
+        notes = [f"! {e} failed: {m}" for e, m in result.errors.items()]
         if result.check not in ("ok", "not compared"):
-            notes.append(result.check)
+            notes.append(f"! {result.check}")
+        if result.times and result.suspect():
+            notes.append("? suspect: " + "; ".join(result.suspect()))
+        notes.extend(format_steps(result))
         blocks.append((_rows(result, limits), notes))
     widths = [max(len(row[i]) for rows, _ in blocks for row in rows) for i in range(len(header))]
     lines = []
     for rows, notes in blocks:
         lines.extend("  ".join(c.ljust(n) for c, n in zip(row, widths, strict=True)).rstrip()
                      for row in rows)
-        lines.extend(f"  ! {note}" for note in notes)
+        lines.extend(f"  {note}" for note in notes)
     lines.insert(1, "  ".join("-" * n for n in widths))
     return "\n".join(lines)
+
+
+def step_stats(times):
+    """(median, 95th percentile) of a step's seconds."""
+    return statistics.median(times), float(np.percentile(times, 95))
+
+
+def format_steps(result):
+    """A line per step of a loop that times its steps: each engine's median and 95th
+    percentile."""
+    steps = {}
+    for engine, by_step in result.steps.items():
+        for step, times in by_step.items():
+            median, p95 = step_stats(times)
+            steps.setdefault(step, []).append(
+                f"{engine} {format_time(median)} (p95 {format_time(p95)})")
+    return [f"step {step}: " + ", ".join(parts) for step, parts in steps.items()]
+
+
+def format_spread(result, engine):
+    """The slowest and fastest round of ``engine`` as multiples of its median, '0.97-1.40'
+    ('-' for one round)."""
+    low, _, high = result.spread(engine)
+    median = result.median(engine)
+    return "-" if low == high or median <= 0 else f"{low / median:.2f}-{high / median:.2f}"
 
 
 def _rows(result, limits):
     w = result.workload
     if not result.times:
-        return [(w.name, "-", "-", "-", "-", "-", "")]
+        return [(w.name, "-", "-", "-", "-", "-", "-", "-", "")]
     speedups = result.speedups()
     unit = "GB/s" if w.bytes else "GFLOP/s"
     limit = result.limit(limits)
     if limit is not None:  # the run's limit, where it was not measured in the rounds
         limit = f"{limit / 1e9:.1f} {unit}{'' if result.limit_in_rounds else ', run'}"
+    others = result.load.get("others_cores")
+    load = "-" if others is None else f"{others + (result.load.get('steal_cores') or 0):.2f}"
+    name = ("? " if result.suspect() else "") + w.name
     rows = []
     for k, engine in enumerate(result.times):
         rate, fraction = result.rate(engine), result.fraction(engine, limits)
         rows.append((
-            w.name if k == 0 else "",
+            name if k == 0 else "",
             engine,
             format_time(result.median(engine)),
+            format_spread(result, engine),
             "-" if rate is None else f"{rate / 1e9:.2f} {unit}",
             "-" if fraction is None else f"{fraction:.2f} {w.limit}",
             (limit or "-") if k == 0 else "",
+            load if k == 0 else "",
             " ".join(f"{b} {x:.2f}x" for b, x in speedups.get(engine, {}).items()),
         ))
     return rows

@@ -43,26 +43,38 @@ def time_batch(fn, number):
 
 
 def measure(fns, budget, min_rounds=MIN_ROUNDS, blocks=BLOCKS):
-    """Per-call times of each function: the batch-size calibration, then ``blocks``
-    rounds (at least ``min_rounds`` - 1) in which each function runs batches for
-    budget / rounds seconds (one batch at least).  A function one call of which
-    outlasts the budget keeps its first sample only; the others go on (a 6 s loop
+    """Per-call times of each function, every sample in one list (see
+    :func:`measure_rounds`)."""
+    return {name: [t for samples in rounds for t in samples]
+            for name, rounds in measure_rounds(fns, budget, min_rounds, blocks).items()}
+
+
+def measure_rounds(fns, budget, min_rounds=MIN_ROUNDS, blocks=BLOCKS):
+    """Per-call times of each function by round: the batch-size calibration (round 0),
+    then ``blocks`` rounds (at least ``min_rounds`` - 1) in which each function runs
+    batches for budget / rounds seconds (one batch at least).  A function one call of
+    which outlasts the budget keeps its first sample only; the others go on (a 6 s loop
     must not leave its 0.6 s competitor with one sample, the noisiest measure).
 
     Each function must be warmed up already (compiled, caches filled) by the caller.
+
+    >>> rounds = measure_rounds({"noop": lambda: None}, budget=0.01, min_rounds=3)
+    >>> len(rounds["noop"]) == BLOCKS + 1 and all(len(r) >= 1 for r in rounds["noop"])
+    True
     """
     numbers, times = {}, {}
     for name, fn in fns.items():
         numbers[name], first = batch_size(fn)
-        times[name] = [first]
+        times[name] = [[first]]
     rounds = max(min_rounds - 1, blocks if budget > 0 else 0)
-    names = [name for name in fns if not (numbers[name] == 1 and times[name][0] > budget)]
+    names = [name for name in fns if not (numbers[name] == 1 and times[name][0][0] > budget)]
     shuffle = random.Random(0).shuffle
     for _ in range(rounds):
         shuffle(names)
         for name in names:
             end = time.perf_counter() + budget / rounds
-            times[name].append(time_batch(fns[name], numbers[name]))
+            samples = [time_batch(fns[name], numbers[name])]
             while time.perf_counter() < end:
-                times[name].append(time_batch(fns[name], numbers[name]))
+                samples.append(time_batch(fns[name], numbers[name]))
+            times[name].append(samples)
     return times

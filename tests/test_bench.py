@@ -6,6 +6,7 @@ No timing assertions: only counts, structure and the values the runner derives.
 import doctest
 import io
 import json
+import os
 import time
 import types
 
@@ -14,8 +15,12 @@ import pytest
 from tenalg.bench import (
     against_numpy,
     bench_dense,
+    bench_mixed,
     beside_blas,
+    chart,
     limits,
+    load,
+    pools,
     registry,
     report,
     runner,
@@ -282,16 +287,88 @@ def test_format_table_rows_and_notes():
                            errors={"torch": "ImportError: x"})
     probed = timed({"tenalg": [1e-3]}, name="w-probed", limit="read", bytes=3e7)
     probed.limit_in_rounds = 1.5e10
+    probed.load = {"others_cores": 0.25, "steal_cores": 0.0}
     lines = runner.format_table([ok, probed, broken], LIMITS).splitlines()
-    assert lines[0].split() == ["workload", "engine", "median", "rate", "of", "limit", "limit",
-                                "tenalg", "speed-up"]
-    assert lines[2].split() == ["w-ok", "tenalg", "1", "ms", "30.00", "GB/s", "1.00", "read",
-                                "30.0", "GB/s,", "run", "numpy", "3.00x"]
-    assert lines[3].split() == ["numpy", "3", "ms", "10.00", "GB/s", "0.33", "read"]
-    assert lines[4].split() == ["w-probed", "tenalg", "1", "ms", "30.00", "GB/s", "2.00",
-                                "read", "15.0", "GB/s"]
+    assert lines[0].split() == ["workload", "engine", "median", "rounds", "rate", "of", "limit",
+                                "limit", "load", "tenalg", "speed-up"]
+    assert lines[2].split() == ["w-ok", "tenalg", "1", "ms", "-", "30.00", "GB/s", "1.00",
+                                "read", "30.0", "GB/s,", "run", "-", "numpy", "3.00x"]
+    assert lines[3].split() == ["numpy", "3", "ms", "-", "10.00", "GB/s", "0.33", "read"]
+    assert lines[4].split() == ["w-probed", "tenalg", "1", "ms", "-", "30.00", "GB/s", "2.00",
+                                "read", "15.0", "GB/s", "0.25"]
     assert lines[5].split()[:2] == ["w-bad", "-"]
     assert lines[6:] == ["  ! torch failed: ImportError: x", "  ! skipped: not yet"]
+
+
+def rounds(result, by_engine):
+    """``result`` with per-round samples (round 0 the calibration) and its flat times."""
+    result.rounds = {e: [list(r) for r in rs] for e, rs in by_engine.items()}
+    result.times = {e: [t for r in rs for t in r] for e, rs in by_engine.items()}
+    return result
+
+
+def test_spread_is_over_round_medians_without_the_calibration():
+    result = rounds(timed({}), {"tenalg": [[9.0], [1.0, 1.0, 5.0], [2.0], [3.0, 4.0]],
+                                "numpy": [[2.0]]})
+    assert result.spread("tenalg") == (1.0, 2.0, 3.5)  # rounds' medians 1, 2, 3.5
+    assert result.spread("numpy") == (2.0, 2.0, 2.0)  # one round: the calibration's
+    assert result.p95("tenalg") == pytest.approx(np.percentile(result.times["tenalg"], 95))
+    assert runner.format_spread(result, "tenalg") == "0.33-1.17"  # median of all: 3
+    assert runner.format_spread(result, "numpy") == "-"
+
+
+def test_a_row_is_suspect_for_its_spread_or_the_load():
+    steady = {"tenalg": [[1.0], [1.0], [1.2]], "numpy": [[2.0], [2.0], [2.1]]}
+    result = rounds(timed({}), steady)
+    result.load = {"others_cores": 0.1, "steal_cores": 0.1}
+    assert result.suspect() == []
+    result.load = {"others_cores": 0.5, "steal_cores": 0.1}
+    assert result.suspect() == ["other processes kept 0.6 cores busy"]
+    result.background = 1  # the run started a busy process: that load is expected
+    result.load = {"others_cores": 1.4, "steal_cores": 0.0}
+    assert result.suspect() == []
+    result.load = {"others_cores": 1.6, "steal_cores": 0.0}
+    assert result.suspect() == ["other processes kept 1.6 cores busy (1 started by the run)"]
+    jumpy = rounds(timed({}), {**steady, "numpy": [[2.0], [2.0], [3.1]]})
+    assert jumpy.suspect() == ["numpy's rounds spread 1.6x"]
+    assert runner.SPREAD_LIMIT < 1.55
+    lines = runner.format_table([jumpy], LIMITS).splitlines()
+    assert lines[2].startswith("? fake ") and lines[-1] == "  ? suspect: numpy's rounds spread 1.6x"
+    assert timed({}).load == {} and rounds(timed({}), steady).suspect() == []  # no meter
+
+
+def test_run_workload_records_rounds_and_load():
+    result = runner.run_workload(fake(), budget=0.01, min_rounds=3)
+    for engine, times in result.times.items():
+        assert len(result.rounds[engine]) == timing.BLOCKS + 1
+        assert [t for r in result.rounds[engine] for t in r] == times
+    assert set(result.load) == {"others_cores", "steal_cores", "loadavg_1m"}
+    assert result.load["others_cores"] is None or result.load["others_cores"] >= 0
+
+
+def test_steps_of_a_loop_are_recorded_after_the_warm_up():
+    steps = bench_mixed.Steps()
+
+    def loop(engine):
+        def fn():
+            steps.start(engine)
+            time.sleep(timing.MIN_BATCH)  # a batch of one call: a sample a call
+            steps.lap(engine, "one")
+            steps.lap(engine, "two")
+            return np.ones(2)
+        return fn
+
+    w = Workload("loop", "mixed", lambda: {"tenalg": loop("tenalg"), "numpy": loop("numpy")},
+                 steps=steps)
+    result = runner.run_workload(w, budget=0.01, min_rounds=2)
+    calls = sum(len(r) for r in result.rounds["tenalg"])  # warm-up call left out
+    assert {e: {s: len(t) for s, t in by.items()} for e, by in result.steps.items()} == {
+        "tenalg": {"one": calls, "two": calls},
+        "numpy": {"one": sum(len(r) for r in result.rounds["numpy"])} | {
+            "two": sum(len(r) for r in result.rounds["numpy"])}}
+    lines = runner.format_steps(result)
+    assert [line.split(":")[0] for line in lines] == ["step one", "step two"]
+    assert "tenalg " in lines[0] and "(p95 " in lines[0] and "numpy " in lines[0]
 
 
 def test_format_time_and_limits():
@@ -302,13 +379,40 @@ def test_format_time_and_limits():
     assert "into a new array (copy-new) 15.0 GB/s" in line
 
 
-def test_progress_bar_counts_to_the_end():
+def test_progress_is_a_plain_line_per_step_off_a_terminal():
     stream = io.StringIO()
     results = runner.run([fake("one"), fake("two")], budget=0.001, stream=stream)
     assert [r.workload.name for r in results] == ["one", "two"]
+    lines = stream.getvalue().splitlines()
+    assert "\r" not in stream.getvalue() and len(lines) == 2
+    assert lines[0].startswith("[1/2] ") and lines[0].endswith(" s one")
+    assert lines[1].startswith("[2/2] ") and lines[1].endswith(" s two")
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_on_a_terminal_redraws_in_place():
+    stream = Terminal()
+    bar = runner.Progress(None, stream, width=4)
+    bar.step("first")  # before the count of steps is known
+    bar.total = 2
+    bar.step("second")
+    bar.done()
     frames = stream.getvalue().split("\r")[1:]
-    assert frames[0].startswith("[" + "#" * 15 + "-" * 15 + "] 1/2 one")
-    assert frames[1] == "[" + "#" * 30 + "] 2/2 two\n"
+    assert frames[0].startswith("[####] 1/? ") and frames[0].endswith(" s first\x1b[K")
+    assert frames[1].startswith("[####] 2/2 ") and frames[1].endswith(" s second\x1b[K\n")
+
+
+def test_run_steps_a_given_progress_and_leaves_it_open():
+    stream = io.StringIO()
+    bar = runner.Progress(3, stream)
+    bar.step("limits")
+    results = runner.run([fake("one")], budget=0.001, progress=bar, background=2)
+    assert stream.getvalue().splitlines()[1].startswith("[2/3] ")
+    assert results[0].background == 2
 
 
 # -- reports -----------------------------------------------------------------------------
@@ -336,17 +440,77 @@ def test_json_report(tmp_path):
     assert record["engines"]["numpy"]["fraction_of_limit"] == pytest.approx(0.5)
     assert record["engines"]["numpy"]["fraction_of_run_limit"] == pytest.approx(1 / 3)
     assert record["speedup"] == {"tenalg": {"numpy": 2.0}}
+    assert record["engines"]["tenalg"]["spread_s"] == {"min": 1e-3, "median": 2e-3, "max": 3e-3}
+    assert record["engines"]["tenalg"]["p95_s"] == pytest.approx(2.9e-3)
+    assert record["suspect"] == ["tenalg's rounds spread 3.0x"]
+    assert record["load"] == {} and record["background_processes"] == 0
+    assert record["steps"] == {}
+
+
+def test_json_report_of_a_loop_and_its_load(tmp_path):
+    result = rounds(timed({}, name="loop"), {"tenalg": [[1.0], [1.0]], "numpy": [[2.0], [2.0]]})
+    result.load, result.background = {"others_cores": 1.1, "steal_cores": 0.0}, 1
+    result.steps = {"tenalg": {"svd": [1.0, 2.0, 3.0]}}
+    path = tmp_path / "r.json"
+    report.write_json(path, [result], LIMITS, {"load": 1})
+    (record,) = json.loads(path.read_text())["results"]
+    assert record["load"]["others_cores"] == 1.1 and record["background_processes"] == 1
+    assert record["suspect"] == []
+    assert record["engines"]["numpy"]["rounds_s"] == [[2.0], [2.0]]
+    assert record["steps"] == {"tenalg": {"svd": {"median_s": 2.0, "p95_s": pytest.approx(2.9),
+                                                  "count": 3}}}
+
+
+def _chart_results():
+    suspect = rounds(timed({}, name="jumpy"), {"tenalg": [[1.0], [1.0], [3.0]],
+                                               "numpy": [[2.0], [2.0], [2.0]]})
+    return [
+        timed({"tenalg": [1e-3], "numpy": [3e-3]}, name="a", limit="read", bytes=3e7),
+        timed({"tenalg": [1e-6], "tenalg-plan": [5e-7], "numpy": [2e-3], "teneva": [1e-8]},
+              name="b", group="tt"),  # 2000x and 0.01x: clipped
+        timed({"tenalg": [1e-3]}, name="hot", limit="read", bytes=3e8),  # 10x the limit
+        runner.Result(fake(name="skipped"), check="skipped: x"),
+        suspect,
+    ]
 
 
 def test_chart_is_a_png(tmp_path):
-    results = [
-        timed({"tenalg": [1e-3], "numpy": [3e-3]}, name="a", limit="read", bytes=3e7),
-        timed({"tenalg": [1e-6], "tenalg-plan": [5e-7], "numpy": [2e-7]}, name="b"),
-        runner.Result(fake(name="skipped"), check="skipped: x"),
-    ]
     path = tmp_path / "chart.png"
-    report.write_chart(path, results, LIMITS)
+    report.write_chart(path, _chart_results(), LIMITS, title="a title " * 40)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_chart_colours_one_per_engine_and_marks_clipped_and_suspect(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    figures, close = [], plt.close
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to look at it
+    results = _chart_results()
+    chart.draw(tmp_path / "c.png", results, LIMITS)
+    (figure,) = figures
+    speedups, fractions = figure.axes
+    texts = [t.get_text().strip() for axes in figure.axes for t in axes.texts]
+    assert "2000x (clipped) vs numpy" in texts and "0.01x (clipped) vs teneva" in texts
+    assert "10.00 tenalg (clipped)" in texts  # a fraction of 10, drawn at the clip
+    assert "0.33 numpy" in texts and "3x vs numpy" in texts  # every bar its value
+    assert any(t.startswith("no limit") for t in texts)  # no empty row
+    labels = {t.get_text(): t.get_color() for t in speedups.get_yticklabels()}
+    assert labels["? jumpy"] == "#d62728" and labels["a"] != "#d62728"
+    assert "skipped" not in " ".join(labels)
+    palette = chart.colours(results)
+    assert palette["numpy"] == chart.COLOURS["numpy"]
+    assert len(set(palette.values())) == len(palette)  # one colour per engine
+    numpy_bars = [p for p in fractions.patches
+                  if matplotlib_colour(p) == matplotlib_colour(palette["numpy"])]
+    assert numpy_bars and all(p.get_width() <= chart.FRACTION_CLIP for p in fractions.patches)
+    assert "Fraction of the limit" in fractions.get_title(loc="left")
+    close(figure)
+
+
+def matplotlib_colour(thing):
+    from matplotlib.colors import to_hex
+
+    return to_hex(thing.get_facecolor() if hasattr(thing, "get_facecolor") else thing)
 
 
 # -- limits and the dense workloads --------------------------------------------------------
@@ -408,8 +572,54 @@ def test_small_dense_workloads_agree_with_numpy(name):
     assert {"tenalg", "tenalg-plan", "numpy"} <= set(result.times)
 
 
+def test_busy_processes_run_inside_and_stop_after():
+    with load.busy(2) as started:
+        assert len(started) == 2 and all(p.poll() is None for p in started)
+    assert all(p.poll() is not None for p in started)
+    with pytest.raises(KeyError), load.busy(1) as started:
+        raise KeyError("stops the processes too")
+    assert started[0].poll() is not None
+
+
+def test_cpu_meter_counts_the_others_not_this_process():
+    meter = load.CpuMeter()
+    sum(range(200000))  # this process's own work is not the others'
+    time.sleep(0.05)
+    others = meter.read()["others_cores"]
+    assert others is None or 0 <= others <= (os.cpu_count() or 1)
+
+
+def test_mixed_workloads_are_well_formed_and_agree():
+    ws = bench_mixed.workloads()
+    assert [w.group for w in ws] == ["mixed"] * len(ws) and all(w.quick for w in ws)
+    assert {w.name for w in ws} <= {w.name for w in registry.all_workloads()}
+
+
+def test_round_sweep_matches_a_dense_rounding():
+    rng = np.random.default_rng(0)
+    cores = [rng.standard_normal(s) for s in ((1, 3, 2), (2, 3, 2), (2, 3, 1))]
+    dense = np.einsum("aib,bjc,ckd->ijk", *cores)
+    sweep = bench_mixed.round_sweep(bench_mixed.doubled(cores), 2, np)
+    assert list(sweep) == ["orthogonalise", "truncate"]
+    sweep = bench_mixed.round_sweep(bench_mixed.doubled(cores), 2, np)
+    try:
+        while True:
+            next(sweep)
+    except StopIteration as stop:
+        rounded = stop.value
+    assert [c.shape for c in rounded] == [(1, 3, 2), (2, 3, 2), (2, 3, 1)]
+    np.testing.assert_allclose(np.einsum("aib,bjc,ckd->ijk", *rounded), 2 * dense, atol=1e-10)
+
+
+def test_pools_steps_names():
+    times = pools.steps(rounds=1, calls=2, n=4, size=8, gemm_n=16)
+    assert all(len(t) == 2 for k, t in times.items() if not k.startswith("gemm"))
+    assert set(pools.summary(times)) == set(times)
+
+
 @pytest.mark.parametrize("module", [registry, timing, runner, report, limits, bench_dense,
-                                    beside_blas, against_numpy])
+                                    beside_blas, against_numpy, chart, load, bench_mixed,
+                                    pools])
 def test_docstring_examples(module):
     # tests/test_doctests.py leaves tenalg.bench out; its examples run here
     assert doctest.testmod(module).failed == 0

@@ -42,19 +42,63 @@ def test_bench_one_workload_end_to_end(tmp_path, capsys):
                    "--repeat-time", "0.01"])
     assert status == 0
     captured = capsys.readouterr()
-    assert f"1/1 {name}" in captured.err  # the progress bar
+    progress = captured.err.splitlines()  # not a terminal: a plain line a step
+    assert "\r" not in captured.err
+    assert [line.split(" s ", 1)[1] for line in progress] == [
+        "collecting the workloads", "the limits: arrays and kernels",
+        "the limits, before the workloads", name, "the limits, after the workloads"]
+    assert progress[0].startswith("[1/?] ") and progress[-1].startswith("[5/5] ")
     lines = captured.out.splitlines()
     assert lines[0].startswith("limits: copy ")
     assert lines[1].split()[:2] == ["workload", "engine"]
-    assert lines[3].split()[:2] == [name, "tenalg"]
+    assert lines[3].removeprefix("? ").split()[:2] == [name, "tenalg"]  # ?: suspect
     assert [line.split()[0] for line in lines[4:6]] == ["tenalg-plan", "numpy"]
     data = json.loads((tmp_path / "bench-results.json").read_text())
     assert data["settings"] == {"quick": True, "only": name, "group": None,
-                                "repeat_time_s": 0.01}
+                                "repeat_time_s": 0.01, "load": 0}
     (record,) = data["results"]
     assert record["name"] == name and record["check"] == "ok"
+    assert set(record["load"]) == {"others_cores", "steal_cores", "loadavg_1m"}
+    assert isinstance(record["suspect"], list) and record["background_processes"] == 0
+    assert lines[-2].endswith("rows suspect (marked ?)")
     assert {"tenalg", "tenalg-plan", "numpy"} <= set(record["engines"])
     assert (tmp_path / "bench-results.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_load_starts_busy_processes_and_stops_them(tmp_path, capsys, monkeypatch):
+    from tenalg.bench import load
+
+    seen = []
+    busy = load.busy
+
+    def watched(n):
+        seen.append(n)
+        return busy(n)
+
+    monkeypatch.setattr(load, "busy", watched)
+    status = main(["bench", "--quick", "--only", "small-sum-8x8-f64-axis1", "--out",
+                   str(tmp_path), "--repeat-time", "0.01", "--no-progress", "--load", "1"])
+    assert status == 0 and seen == [1]
+    captured = capsys.readouterr()
+    assert captured.err == ""  # --no-progress
+    assert "1 busy processes started by the run" in captured.out
+    data = json.loads((tmp_path / "bench-results.json").read_text())
+    assert data["settings"]["load"] == 1
+    assert data["results"][0]["background_processes"] == 1
+    assert main(["bench", "--only", "small", "--load", "-1"]) == 2
+
+
+def test_bench_groups_are_the_registrys(capsys):
+    from tenalg.bench import registry
+
+    from tenalg.cli import GROUPS
+
+    assert GROUPS == registry.GROUPS
+    assert main(["bench", "--list", "--group", "mixed"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed and all("(mixed, quick)" in line for line in listed)
+    with pytest.raises(SystemExit):
+        main(["bench", "--group", "no-such-group"])
 
 
 def test_bench_without_matplotlib_still_writes_the_json(tmp_path, capsys, monkeypatch):

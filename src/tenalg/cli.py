@@ -19,6 +19,10 @@ from .dtypes import storage_type
 from .einsum import einsum_plan
 from .errors import TenalgError
 
+# the groups of bench workloads (bench/registry.py's, which this light module can't
+# import without the bench package: kept equal by tests/test_cli.py)
+GROUPS = ("dense", "einsum", "tt", "symmetric", "mixed", "distributed")
+
 
 def parse_shape(text):
     """'64x32' -> (64, 32); '()' or 'scalar' -> () (a scalar operand)."""
@@ -46,13 +50,18 @@ def _parser():
                        help="only the quick workloads, short budgets (under a minute)")
     bench.add_argument("--only", metavar="NAME",
                        help="one workload by name (else every name containing NAME)")
-    bench.add_argument("--group", metavar="G", help="one group: dense, einsum, tt, symmetric")
+    bench.add_argument("--group", metavar="G", choices=GROUPS,
+                       help=f"one group of workloads: {', '.join(GROUPS)}")
+    bench.add_argument("--load", metavar="N", type=int, default=0,
+                       help="start N busy processes for the run (stopped at its end): "
+                            "how the engines fare on a machine shared with others")
     bench.add_argument("--out", metavar="DIR", default="bench-results",
                        help="where bench-results.json and .png go (default ./bench-results/)")
     bench.add_argument("--repeat-time", metavar="S", type=float, default=None,
                        help="seconds of timing per engine and workload (default 0.5, quick 0.2)")
     bench.add_argument("--list", action="store_true", help="list the workloads and stop")
-    bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bench.add_argument("--no-progress", action="store_true",
+                       help="no progress (a bar on a terminal, else a line a step)")
 
     explain = commands.add_parser("explain", help="show the plan of an einsum expression",
                                   description="Print tenalg.einsum_plan(EXPR, ...).explain().")
@@ -83,8 +92,13 @@ def _explain(args):
 
 
 def _bench(args):
-    from .bench import limits, registry, report, runner  # Numba and the workloads: lazily
+    from .bench import limits, load, registry, report, runner  # Numba, workloads: lazily
 
+    # progress from the first second: importing the workloads' modules (torch among them)
+    # takes seconds before the count of steps is known
+    bar = None if args.no_progress or args.list else runner.Progress(None)
+    if bar:
+        bar.step("collecting the workloads")
     chosen = registry.select(registry.all_workloads(), quick=args.quick, only=args.only,
                              group=args.group)
     if args.list:
@@ -94,32 +108,62 @@ def _bench(args):
     if not chosen:
         print("tenalg bench: no workload matches (see tenalg bench --list)", file=sys.stderr)
         return 2
+    if args.load < 0:
+        print("tenalg bench: --load takes a number of processes, 0 or more", file=sys.stderr)
+        return 2
     budget = args.repeat_time if args.repeat_time is not None else (0.2 if args.quick else 0.5)
-    # The limits are measured before and after the workloads; each keeps its better value,
-    # so that a burst of load from other processes lowers it less.  The bandwidths are
-    # measured in each workload's rounds too (the table's fractions use those).
-    probes = limits.Probes(quick=args.quick)
-    before = limits.measure_limits(budget=min(budget, 0.5), probes=probes)
-    # quick: a slow engine is timed once (after its warm-up); else at least 3 times
-    results = runner.run(chosen, budget, min_rounds=1 if args.quick else 3,
-                         progress=not args.no_progress, probes=probes)
-    after = limits.measure_limits(budget=min(budget, 0.5), probes=probes)
-    machine_limits = {key: max(before[key], after[key]) for key in before}
+    if bar:  # then the limits' three steps: their arrays and kernels, before and after
+        bar.total = len(chosen) + 4
+    with load.busy(args.load):
+        results, machine_limits = _measure(args, chosen, budget, bar, limits, runner)
+    if bar:
+        bar.done()
     print(runner.format_limits(machine_limits))
     print(runner.format_table(results, machine_limits))
-    load, cores = os.getloadavg()[0], os.cpu_count()
-    print(f"load average {load:.2f} (last minute, this run included) on {cores} cores: "
-          "other processes slow the parallel engines most")
+    loadavg, cores = os.getloadavg()[0], os.cpu_count()
+    started = f", {args.load} busy processes started by the run" if args.load else ""
+    suspect = sum(1 for r in results if r.times and r.suspect())
+    print(f"load average {loadavg:.2f} (last minute, this run included{started}) on {cores} "
+          f"cores; {suspect} of {len(results)} rows suspect (marked ?)")
     os.makedirs(args.out, exist_ok=True)
     settings = {"quick": args.quick, "only": args.only, "group": args.group,
-                "repeat_time_s": budget}
+                "repeat_time_s": budget, "load": args.load}
     json_path = os.path.join(args.out, "bench-results.json")
     png_path = os.path.join(args.out, "bench-results.png")
     report.write_json(json_path, results, machine_limits, settings)
     try:
-        report.write_chart(png_path, results, machine_limits)
+        report.write_chart(png_path, results, machine_limits, _title(settings, cores))
     except ImportError:
         print(f"wrote {json_path}; no chart: matplotlib is missing (pip install 'tenalg[bench]')")
         return 0
     print(f"wrote {json_path} and {png_path}")
     return 0
+
+
+def _measure(args, chosen, budget, bar, limits, runner):
+    """The workloads' results and the machine's limits, measured before and after them
+    (each keeps its better value, so that a burst of load from other processes lowers it
+    less; the bandwidths are measured in each workload's rounds too, and the table's
+    fractions use those)."""
+    if bar:
+        bar.step("the limits: arrays and kernels")
+    probes = limits.Probes(quick=args.quick)
+    if bar:
+        bar.step("the limits, before the workloads")
+    before = limits.measure_limits(budget=min(budget, 0.5), probes=probes)
+    # quick: a slow engine is timed once (after its warm-up); else at least 3 times
+    results = runner.run(chosen, budget, min_rounds=1 if args.quick else 3,
+                         progress=bar or False, probes=probes, background=args.load)
+    if bar:
+        bar.step("the limits, after the workloads")
+    after = limits.measure_limits(budget=min(budget, 0.5), probes=probes)
+    return results, {key: max(before[key], after[key]) for key in before}
+
+
+def _title(settings, cores):
+    """The chart's title: what ran, where."""
+    chosen = [f"{key} {settings[key]}" for key in ("group", "only") if settings[key]]
+    return (f"tenalg bench{' --quick' if settings['quick'] else ''}: "
+            f"{', '.join(chosen) or 'all workloads'}; {cores} cores, "
+            f"{settings['load']} busy processes started, "
+            f"{settings['repeat_time_s']} s of timing per engine")
