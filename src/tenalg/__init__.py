@@ -8,6 +8,9 @@ trains (:mod:`tenalg.tt`) and symmetric block-sparse tensors (:mod:`tenalg.symme
 3.0
 """
 
+# the backends that ship with tenalg register themselves with the seam (tenalg.seam)
+from . import backends
+from . import seam
 from .api import contract
 from .api import diagonal
 from .api import diagonals

@@ -18,18 +18,20 @@ fused epilogue pass.  A sum_product runs pairwise along an opt_einsum path.
 True
 """
 
-import contextlib
 import itertools
 import math
 
 import numpy as np
 import opt_einsum
 
-from . import blas
+from . import blas, seam
+from .allocation import allocator
 from .descriptors import Operand, TensorDescriptor, Unary
 from .dtypes import is_complex
 from .errors import OperationError
+from .kernels.reference import load
 from .operations import Operation, resolve_extents
+from .plan import Plan
 
 _LINEAR = (Unary.IDENTITY, Unary.CONJUGATE)
 
@@ -163,8 +165,6 @@ class _Side:
 
     def finish(self, rows, cols, unary, alpha):
         """Fix the orders; build the copy plan (applying ``unary``, times alpha) if needed."""
-        from .plan import Plan
-
         self.copy = self.reason(rows, cols)
         self.alpha, self.plan, self.streams = alpha, None, None
         groups = tuple((m,) for m in self.batch) + (rows, cols)
@@ -381,8 +381,6 @@ class Pairwise:
 
     def _direct(self, arrays):
         """A strided sum of products over the folded views (np.einsum, no BLAS)."""
-        from .kernels.reference import load
-
         labels = {m: k for k, m in enumerate(self.op.extents)}
         args = []
         for side, array in ((self.a, arrays[0]), (self.b, arrays[1])):
@@ -411,8 +409,6 @@ class Pairwise:
             target = dict(out=op.output, out_modes=op.out_modes, compute=op.compute)
             operation = (Operation.permutation(source, **target) if plain
                          else Operation.reduction(source, op.addend, **target))
-            from .plan import Plan
-
             plan = Plan(operation)
             epilogue = self._epilogues[t.dtype, plain] = plan, _beside_gemm(plan)
         plan, beside_gemm = epilogue
@@ -450,11 +446,7 @@ class Pairwise:
 def _beside_gemm(plan):
     """The context a copy plan runs in next to the GEMM: the Numba kernels on one thread
     (:func:`tenalg.kernels.cpu.one_thread`), other backends as they are."""
-    if plan.backend != "cpu":
-        return contextlib.nullcontext
-    from .kernels.cpu import one_thread
-
-    return one_thread
+    return seam.beside_gemm(plan.runner)
 
 
 def _method(side):
@@ -587,8 +579,6 @@ class Chain:
                                                   out_modes=modes, compute=compute)
                 current.append(Operand(operation.output, modes))
             self.steps.append((tuple(sorted(pair)), make(operation), operation))
-        from .plan import allocator
-
         self._allocate = [allocator(operation.output) for _, _, operation in self.steps]
         self.path = [pair for pair, _, _ in self.steps]
 

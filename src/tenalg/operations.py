@@ -19,6 +19,15 @@ from .errors import AliasError, DescriptorError, DTypeError, ExtentError, Operat
 
 REDUCING = ("contraction", "sum_product", "reduction")
 INPUT_NAMES = ("A", "B", "C")
+# Scalars each kind takes, with their defaults.
+SCALARS = {
+    "contraction": {"alpha": 1, "beta": 0},
+    "sum_product": {"alpha": 1, "beta": 0},
+    "reduction": {"alpha": 1, "beta": 0},
+    "permutation": {"alpha": 1},
+    "elementwise_binary": {"alpha": 1, "beta": 1},
+    "elementwise_trinary": {"alpha": 1, "beta": 1, "gamma": 1},
+}
 
 
 def input_name(kind, index):

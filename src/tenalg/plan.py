@@ -10,12 +10,13 @@ descriptors (count, extents, strides, dtype, buffer bounds) and runs the kernel.
 [3.0, 5.0, 7.0]
 """
 
-import math
+import warnings
 from itertools import repeat
 
 import numpy as np
 
-from . import layout
+from . import seam
+from .allocation import allocator, byte_strides, strides_match
 from .descriptors import Unary
 from .dtypes import is_complex
 from .errors import (
@@ -28,173 +29,70 @@ from .errors import (
     OutputMismatchError,
     ScalarCountError,
 )
-from .kernels import direct, reference
-from .operations import Operation, input_name
+from .operations import SCALARS, Operation, input_name
 from .views import check_in_buffer, made_by_numpy
 
-try:  # the Numba kernels; the plan falls back to the reference kernels without them
-    from .kernels import cpu
-except ImportError:  # pragma: no cover - exercised only where Numba is missing
-    cpu = None
-
-# Scalars each kind takes, with their defaults.
-SCALARS = {
-    "contraction": {"alpha": 1, "beta": 0},
-    "sum_product": {"alpha": 1, "beta": 0},
-    "reduction": {"alpha": 1, "beta": 0},
-    "permutation": {"alpha": 1},
-    "elementwise_binary": {"alpha": 1, "beta": 1},
-    "elementwise_trinary": {"alpha": 1, "beta": 1, "gamma": 1},
-}
-
-
-def _byte_strides(descriptor):
-    item = descriptor.dtype.itemsize
-    return tuple(s * item for s in descriptor.strides)
-
-
-_LINE, _LINED_BYTES = 64, 1 << 20
-
-
-def line_empty(shape, dtype):
-    """``np.empty(shape, dtype)``, but from 1 MB on starting on a cache line (64 bytes):
-    NumPy's large arrays start 16 bytes past one, where no row of 64 float64 holds a whole
-    line, and the permutation kernel streams only whole lines past the caches (a
-    (3, 1, 0, 2) permutation of (64,)^4 float64 into a new array 16.1 -> 14.6 ms on two
-    threads of Zen 4).  The array is a view of a byte buffer 64 bytes longer.
-
-    >>> a = line_empty((512, 512), np.float64)
-    >>> a.ctypes.data % 64, a.shape, a.dtype.name, a.flags.c_contiguous
-    (0, (512, 512), 'float64', True)
-    """
-    dtype = np.dtype(dtype)
-    size = math.prod(shape) * dtype.itemsize
-    if size < _LINED_BYTES:
-        return np.empty(shape, dtype)
-    buffer = np.empty(size + _LINE, np.uint8)
-    start = -buffer.ctypes.data % _LINE
-    return buffer[start:start + size].view(dtype).reshape(shape)
-
-
-def allocator(descriptor):
-    """A zero-argument function returning new arrays with ``descriptor``'s exact layout."""
-    extents, strides, dtype = descriptor.extents, descriptor.strides, descriptor.dtype
-    if descriptor.elements == 0:
-        return lambda: np.empty(extents, dtype)
-    order = sorted(range(len(extents)), key=lambda ax: -abs(strides[ax]))
-    dense_shape = tuple(extents[ax] for ax in order)
-    axes = tuple(int(ax) for ax in np.argsort(order))
-    probe = np.empty(dense_shape, dtype).transpose(axes)
-    if _strides_match(probe.strides, _byte_strides(descriptor), extents):
-        if axes == tuple(range(len(axes))):
-            return lambda: line_empty(extents, dtype)
-        return lambda: line_empty(dense_shape, dtype).transpose(axes)
-    lo, _ = descriptor.bounds()
-    span, byte_strides = descriptor.span, _byte_strides(descriptor)
-
-    def strided():
-        buffer = np.empty(span, dtype)
-        return np.lib.stride_tricks.as_strided(buffer[-lo:], extents, byte_strides,
-                                               writeable=True)
-
-    return strided
-
-
-def _strides_match(actual, expected, extents):
-    """Equal strides on every axis of extent > 1 (others never move; empty: none do)."""
-    return actual == expected or 0 in extents or all(
-        a == b for a, b, e in zip(actual, expected, extents, strict=True) if e > 1
-    )
+# the deprecated ``kernels=`` values and the backend each names
+_KERNELS = {"auto": "auto", "cpu": "cpu", "reference": "reference"}
 
 
 class Plan:
-    """Analysis and kernel choice for one :class:`Operation`; immutable and reusable.
+    """Analysis and backend choice for one :class:`Operation`; immutable and reusable.
 
-    ``kernels`` is "auto" (the Numba kernels where they pay off, else the reference),
-    "cpu" or "reference".
+    ``backend`` is "auto" (the first registered backend that takes the operation: see
+    :mod:`tenalg.seam`), a registered backend's name ("blas", "cpu", "direct",
+    "reference") or a backend object.  ``kind`` is the kind of arrays the plan will run
+    on (:func:`tenalg.seam.array_kind`).  ``kernels`` is the old name of ``backend``.
     """
 
-    def __init__(self, operation, kernels="auto"):
+    def __init__(self, operation, backend="auto", *, kind="numpy", kernels=None):
         if not isinstance(operation, Operation):
             raise OperationError(f"Plan needs an Operation, got {type(operation).__name__}")
-        if kernels not in ("auto", "cpu", "reference"):
-            raise OperationError(f"kernels must be 'auto', 'cpu' or 'reference', not {kernels!r}")
-        if kernels == "cpu" and cpu is None:
-            raise OperationError("the Numba kernels are not available (is numba installed?)")
-        self.operation = operation
-        op = operation
+        if kernels is not None:
+            warnings.warn("Plan(kernels=...) is deprecated; use Plan(backend=...)",
+                          DeprecationWarning, stacklevel=2)
+            if kernels not in _KERNELS:
+                raise OperationError(
+                    f"kernels must be 'auto', 'cpu' or 'reference', not {kernels!r}")
+            backend = _KERNELS[kernels]
+        self.operation = op = operation
         self._operands = list(op.inputs) + ([op.addend] if op.addend is not None else [])
         self._expected = [
-            (x.descriptor.extents, _byte_strides(x.descriptor), x.descriptor.dtype)
+            (x.descriptor.extents, byte_strides(x.descriptor), x.descriptor.dtype)
             for x in self._operands
         ]
         self._names = [_name(op, i) for i in range(len(self._operands))]
-        self._out_expected = (op.output.extents, _byte_strides(op.output), op.output.dtype)
+        self._out_expected = (op.output.extents, byte_strides(op.output), op.output.dtype)
         self._scalars = SCALARS[op.kind]
         self._allocate = allocator(op.output)
         self._scalar_cache = {}
-        self._calls = {}  # Numba kernel calls by scalar pattern and threads (see _run)
         self._default_scalars = self._validate_scalars(None, None, None), True
-        self._default_pattern = _pattern(self._default_scalars[0].values())
-        self._kernel = self._direct = None
-        self.loops = None
-        if op.kind in ("contraction", "sum_product"):
-            from .contraction import ContractionKernel
-
-            self._kernel = ContractionKernel(op)
-            self.backend = "contraction"
-            return
-        operands = [(op.output.strides, op.out_modes)] + [
-            (x.descriptor.strides, x.modes) for x in self._operands
-        ]
-        extents = [op.output.extents] + [x.descriptor.extents for x in self._operands]
-        self.loops = layout.analyse(op.out_modes, op.extents, operands, extents)
-        self._free = tuple(loop for loop in self.loops if not loop.reduced)
-        self._out_recipe = layout.view_recipe(op.out_modes, op.output, self._free)
-        self._recipes = [
-            layout.view_recipe(x.modes, x.descriptor,
-                               self.loops if k < len(op.inputs) else self._free)
-            for k, x in enumerate(self._operands)
-        ]
-        self._skip = op.output.elements == 0
-        dtypes = tuple(x.dtype for x in self._operands) + (op.output.dtype,)
-        # the iteration space, not the operands' extents: a trace of a 4096^2 matrix reads
-        # 4096 elements
-        work = max(math.prod(loop.extent for loop in self.loops), op.output.elements)
-        # below the Numba kernels' sizes, Python overhead is the cost: one NumPy call
-        runner = direct.runner(op, self._allocate) if kernels == "auto" else None
-        # short fastest loops let a small reduction take the Numba kernels (NumPy's
-        # add.reduce is weak there); not a diagonal sum that np.einsum runs, reading it well
-        hint = None if runner is not None and direct.has_diagonal(op) else self.loops
-        use_cpu = kernels == "cpu" or (
-            kernels == "auto"
-            and cpu is not None
-            and cpu.supports(op.kind, dtypes, len(self.loops), work, hint)
-        )
-        self._module = cpu if use_cpu else reference
-        self.backend = "cpu" if use_cpu else "reference"
-        self._direct = None if use_cpu else runner
-        if self._direct is not None:
-            self.backend = "direct"
+        self.kind = kind
+        self.backend, self.runner, self.reason = seam.choose(op, kind, backend)
+        self.loops = getattr(self.runner, "loops", None)
+        self._run = getattr(self.runner, "run", None)
+        call = self._call = getattr(self.runner, "call", None)
+        if hasattr(self.runner, "execute"):  # arrays that are not NumPy's: the runner checks
+            self.execute = self._foreign_execute
+            self.execute_into = self._foreign_execute_into
+        elif call is not None:
             # the common call checked in one pass, anything else by the method
-            self.execute = _checked(runner, self._expected, Plan.execute.__get__(self))
-            self.execute_into = _checked_into(runner, self._expected, self._out_expected,
+            self.execute = _checked(call, self._expected, Plan.execute.__get__(self))
+            self.execute_into = _checked_into(call, self._expected, self._out_expected,
                                               Plan.execute_into.__get__(self))
 
     # -- execution ----------------------------------------------------------------------
     def execute(self, *arrays, alpha=None, beta=None, gamma=None):
         """Run on ``arrays`` (inputs, then the addend C if any) into a new output.
 
-        A plan with a direct runner shadows this method with a function of its own
-        (:func:`_checked`) that runs the common call after one exact-layout check and
-        hands anything else to this method."""
-        direct = self._direct
+        A plan whose runner offers an unchecked ``call`` shadows this method with a
+        function of its own (:func:`_checked`) that runs the common call after one
+        exact-layout check and hands anything else to this method."""
+        call = self._call
         scalars, default = self._check_scalars(alpha, beta, gamma)
         self._check_inputs(arrays)
-        if default and direct is not None:
-            return direct(arrays)
-        if direct is not None and direct.scaled:
-            return direct(arrays, None, tuple(scalars.values()))
+        if call is not None and (default or call.scaled):
+            return call(arrays) if default else call(arrays, None, tuple(scalars.values()))
         out = self._allocate()
         self._run(out, arrays, scalars)
         return out
@@ -202,17 +100,22 @@ class Plan:
     def execute_into(self, out, *arrays, alpha=None, beta=None, gamma=None):
         """Run into ``out``, which must match the output descriptor; returns ``out``.
 
-        A plan with a direct runner shadows this method as it does :meth:`execute`
-        (:func:`_checked_into`)."""
+        Shadowed as :meth:`execute` is, by :func:`_checked_into`."""
         scalars, default = self._check_scalars(alpha, beta, gamma)
         self._check_inputs(arrays)
         self._check_output(out, arrays)
-        if default and self._direct is not None:
-            return self._direct(arrays, out)
-        if self._direct is not None and self._direct.scaled:
-            return self._direct(arrays, out, tuple(scalars.values()))
+        if default and self._call is not None:
+            return self._call(arrays, out)
         self._run(out, arrays, scalars)
         return out
+
+    def _foreign_execute(self, *arrays, alpha=None, beta=None, gamma=None):
+        scalars, _ = self._check_scalars(alpha, beta, gamma)
+        return self.runner.execute(arrays, scalars)
+
+    def _foreign_execute_into(self, out, *arrays, alpha=None, beta=None, gamma=None):
+        scalars, _ = self._check_scalars(alpha, beta, gamma)
+        return self.runner.execute_into(out, arrays, scalars)
 
     def _execute_unchecked(self, *arrays):
         """:meth:`execute` with the default scalars and without its checks, for tenalg's
@@ -221,68 +124,10 @@ class Plan:
         blocks half of its 4.2 us, and a U(1) MPS contraction with 41 sectors runs 35
         such plans."""
         out = self._allocate()
-        if self._direct is not None:
-            return self._direct(arrays, out)
+        if self._call is not None:
+            return self._call(arrays, out)
         self._run(out, arrays, self._default_scalars[0])
         return out
-
-    def _run(self, out, arrays, scalars):
-        op = self.operation
-        if self._kernel is not None:
-            c = arrays[len(op.inputs)] if op.addend is not None else None
-            self._kernel.run(out, arrays[: len(op.inputs)], c, scalars["alpha"], scalars["beta"])
-            return
-        if self._skip:
-            return
-        call = self._cpu_call(out, arrays, scalars) if self._module is cpu else None
-        if call is not None:
-            call.run((out, *arrays), tuple(scalars.values()))
-            return
-        name, args, kwargs = self._request(out, arrays, scalars)
-        getattr(self._module, name)(*args, **kwargs)
-
-    def _cpu_call(self, out, arrays, scalars):
-        """The Numba kernel call for these scalars and the threads now: made on the first
-        run with them, on views, then kept rebased onto the arrays themselves, so that
-        later runs skip the views and all preparation (a 16 x 16 transpose plan 9.1 -> 4.9
-        us, a 16 x 16 add 17.8 -> 7.1 us).  None where the work takes more than one call
-        (a reduction in two passes)."""
-        # the call depends on which scalars are 1 or 0 (they select codes) and the threads
-        pattern = (self._default_pattern if scalars is self._default_scalars[0]
-                   else _pattern(scalars.values()))
-        key = (pattern, cpu.thread_count())
-        try:
-            return self._calls[key]
-        except KeyError:
-            call = self._new_call(out, arrays, scalars)
-            call = self._calls[key] = None if call is None else call.rebased((out, *arrays))
-            return call
-
-    def _new_call(self, out, arrays, scalars):
-        """The Numba kernel call of one execution on these arrays (views made, nothing
-        run), or None where it takes more than one."""
-        name, args, kwargs = self._request(out, arrays, scalars)
-        return getattr(cpu, name + "_call")(*args, **kwargs)
-
-    def _request(self, out, arrays, scalars):
-        """(kernel function, positional, keyword arguments) of one execution: the arrays
-        as views in the analysed layout, the operation's options, the scalars."""
-        op = self.operation
-        out_view = layout.apply_recipe(out, self._out_recipe, writeable=True)
-        views = [layout.apply_recipe(x, r) for x, r in zip(arrays, self._recipes, strict=True)]
-        if op.kind == "permutation":
-            return "permute", (out_view, views[0]), dict(
-                alpha=scalars["alpha"], unary=op.inputs[0].unary, compute=op.compute)
-        if op.kind == "reduction":
-            c = views[1] if op.addend is not None else None
-            return "reduce", (out_view, views[0]), dict(
-                op=op.op, alpha=scalars["alpha"], beta=scalars["beta"], c=c,
-                unary_a=op.inputs[0].unary,
-                unary_c=op.addend.unary if c is not None else Unary.IDENTITY, compute=op.compute)
-        return "elementwise", (out_view, tuple(views)), dict(
-            unaries=tuple(x.unary for x in op.inputs), op_ab=op.op_ab, op_abc=op.op_abc,
-            scalars=tuple(scalars[k] for k in ("alpha", "beta", "gamma") if k in scalars),
-            compute=op.compute)
 
     # -- checks -------------------------------------------------------------------------
     def _check_scalars(self, alpha, beta, gamma):
@@ -351,7 +196,7 @@ class Plan:
                                          f"{extents}")
             if x.dtype != dtype:
                 raise InputMismatchError(f"input {name}: dtype {x.dtype}, the plan has {dtype}")
-            if not _strides_match(x.strides, strides, extents):
+            if not strides_match(x.strides, strides, extents):
                 raise InputMismatchError(f"input {name}: byte strides {x.strides}, the plan has "
                                          f"{strides}")
             if not made_by_numpy(x):
@@ -384,11 +229,11 @@ class Plan:
             raise OutputMismatchError(f"out: extents {out.shape}, the plan has {extents}")
         if out.dtype != dtype:
             raise OutputMismatchError(f"out: dtype {out.dtype}, the plan has {dtype}")
-        if not _strides_match(out.strides, strides, extents):
+        if not strides_match(out.strides, strides, extents):
             raise OutputMismatchError(f"out: byte strides {out.strides}, the plan has {strides}")
 
     def explain(self):
-        """What the plan does: operands, layout before and after analysis, the kernel."""
+        """What the plan does: operands, the backend and why, what its runner does."""
         op = self.operation
         lines = [f"{op.kind} plan, compute {op.compute}"]
         for name, x in zip(self._names, self._operands, strict=True):
@@ -401,42 +246,9 @@ class Plan:
             f"  D: modes {_modes(op.out_modes)} extents {op.output.extents} strides "
             f"{op.output.strides} {op.output.dtype}"
         )
-        if self._kernel is not None:
-            lines.extend("  " + line for line in self._kernel.explain())
-            return "\n".join(lines)
-        before = layout.mode_records(
-            op.out_modes, op.extents,
-            [(op.output.strides, op.out_modes)]
-            + [(x.descriptor.strides, x.modes) for x in self._operands],
-            [op.output.extents] + [x.descriptor.extents for x in self._operands],
-        )
-        lines.append(f"  modes before: {layout.describe(before)}")
-        lines.append(f"  loops after:  {layout.describe(self.loops)}")
-        name = {"permutation": "permute", "reduction": "reduce"}.get(op.kind, "elementwise")
-        if self._direct is not None:
-            lines.append(f"  kernel: direct ({self._direct.describe}"
-                         + (")" if self._direct.scaled
-                            else f"; reference.{name} when scalars are given)"))
-        elif self._module is cpu:
-            lines.append(f"  kernel: cpu.{name}: {self._call_about()}")
-        else:
-            lines.append(f"  kernel: {self.backend}.{name}")
+        lines.append(f"  backend: {self.backend} ({self.reason})")
+        lines.extend("  " + line for line in self.runner.explain())
         return "\n".join(lines)
-
-    def _call_about(self):
-        """What the Numba kernel call does with the default scalars and the threads now,
-        made on arrays of the plan's layouts that span one element (only their layouts
-        are read)."""
-        def probe(descriptor, writeable=False):
-            return np.lib.stride_tricks.as_strided(
-                np.empty(1, descriptor.dtype), descriptor.extents, _byte_strides(descriptor),
-                writeable=writeable)
-
-        arrays = [probe(x.descriptor) for x in self._operands]
-        call = self._new_call(probe(self.operation.output, writeable=True), arrays,
-                              self._default_scalars[0])
-        return "two passes, the outer axes into a plane, then its rows" if call is None else (
-            call.about)
 
     def __repr__(self):
         return f"Plan({self.operation!r}, backend={self.backend})"
@@ -543,11 +355,6 @@ def _scalar(value, name, compute):
             raise DTypeError(f"{name} = {value} is complex but the compute type is {compute}")
         value = value.real
     return value
-
-
-def _pattern(values):
-    """Which scalars are 1 and which are 0: what a Numba kernel call depends on."""
-    return tuple((v == 1, v == 0) for v in values)
 
 
 def _same_layout(x, out):

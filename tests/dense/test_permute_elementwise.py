@@ -36,7 +36,7 @@ def test_permutation_matches_numpy_exactly(kernels, data, shape, dtype, alpha):
     axes = data.draw(st.permutations(range(len(shape))))
     operation = ta.Operation.permutation(ta.Operand(a, range(a.ndim)), out_modes=axes,
                                          order="C")
-    got = ta.Plan(operation, kernels=kernels).execute(a, alpha=alpha)
+    got = ta.Plan(operation, backend=kernels).execute(a, alpha=alpha)
     compute = compute_type([a.dtype])
     expected = expected_in_compute(a.transpose(axes), "identity", alpha, compute, a.dtype)
     assert got.flags.c_contiguous and got.dtype == a.dtype
@@ -54,7 +54,7 @@ def test_every_unary(kernels, unary, dtype):
     x[0, 0] = -x[0, 0].real  # relu and abs see a negative value
     a = x.astype(dtype)
     operation = ta.Operation.permutation(ta.Operand(a, "ij", unary), out_modes="ji")
-    got = ta.Plan(operation, kernels=kernels).execute(a)
+    got = ta.Plan(operation, backend=kernels).execute(a)
     compute = compute_type([a.dtype])
     expected = expected_in_compute(a.T, unary, 1, compute, a.dtype)
     np.testing.assert_allclose(wide(got), wide(expected), rtol=tolerance(dtype), equal_nan=True)
@@ -87,7 +87,7 @@ def test_binary_matches_numpy(kernels, op, pair, alpha, beta):
     operation = ta.Operation.elementwise_binary(
         ta.Operand(a, modes), ta.Operand(b, modes), out_modes=modes[::-1], op=op
     )
-    got = ta.Plan(operation, kernels=kernels).execute(a, b, alpha=alpha, beta=beta)
+    got = ta.Plan(operation, backend=kernels).execute(a, b, alpha=alpha, beta=beta)
     compute = operation.compute
     expected = BINARY[op](alpha * a.astype(compute), beta * b.astype(compute))
     expected = expected.transpose(range(a.ndim)[::-1]).astype(got.dtype)
@@ -105,7 +105,7 @@ def test_trinary_with_broadcast_matches_numpy(kernels, data, dtype):
     operation = ta.Operation.elementwise_trinary(
         ta.Operand(a, "ij"), ta.Operand(b, "ij"), ta.Operand(c, "j"), out_modes="ij"
     )
-    got = ta.Plan(operation, kernels=kernels).execute(a, b, c, alpha=2, beta=3, gamma=0.5)
+    got = ta.Plan(operation, backend=kernels).execute(a, b, c, alpha=2, beta=3, gamma=0.5)
     compute = operation.compute
     expected = (2 * a.astype(compute) + 3 * b.astype(compute)) + 0.5 * c.astype(compute)
     np.testing.assert_allclose(wide(got), wide(expected.astype(dtype)), rtol=tolerance(dtype))
@@ -118,7 +118,7 @@ def test_min_max_nan_and_signed_zero(kernels):
     for op, zero_sign in (("min", True), ("max", False)):
         operation = ta.Operation.elementwise_binary(ta.Operand(a, "i"), ta.Operand(b, "i"),
                                                     out_modes="i", op=op)
-        got = ta.Plan(operation, kernels=kernels).execute(a, b)
+        got = ta.Plan(operation, backend=kernels).execute(a, b)
         assert np.isnan(got[0]) and np.isnan(got[1])
         assert np.signbit(got[2]) == zero_sign and np.signbit(got[3]) == zero_sign
 

@@ -28,13 +28,13 @@ def test_permutation_plan_runs_on_other_arrays_and_scalars():
     rng = np.random.default_rng(0)
     first = reversed_view(rng, (70, 40, 3))
     plan = ta.Plan(ta.Operation.permutation(ta.Operand(first, "ijk"), out=np.float64,
-                                            out_modes="kji", order="C"), kernels="cpu")
+                                            out_modes="kji", order="C"), backend="cpu")
     for k, alpha in enumerate([None, 2.0, None, -0.5, 1]):
         a = reversed_view(rng, (70, 40, 3), read_only=k % 2 == 1)
         out = np.full((3, 40, 70), np.nan)
         plan.execute_into(out, a, alpha=alpha)
         np.testing.assert_array_equal(out, (1 if alpha is None else alpha) * a.transpose(2, 1, 0))
-    assert len(plan._calls) == 2  # alpha 1 (a plain copy) and alpha != 1 (scaled)
+    assert len(plan.runner._calls) == 2  # alpha 1 (a plain copy) and alpha != 1 (scaled)
 
 
 def test_reduction_plan_runs_with_other_addends_and_betas():
@@ -42,7 +42,7 @@ def test_reduction_plan_runs_with_other_addends_and_betas():
     a0 = reversed_view(rng, (30, 20))
     c0 = rng.standard_normal(20)
     plan = ta.Plan(ta.Operation.reduction(ta.Operand(a0, "ij"), ta.Operand(c0, "j"),
-                                          out=np.float64, out_modes="j"), kernels="cpu")
+                                          out=np.float64, out_modes="j"), backend="cpu")
     for alpha, beta in [(1, 0), (2, 1), (1, 0.5), (3, 0), (1, 1)]:
         a, c = reversed_view(rng, (30, 20)), rng.standard_normal(20)
         out = np.full(20, np.nan)
@@ -61,7 +61,7 @@ def test_elementwise_plan_runs_on_other_broadcast_arrays():
     first = [rng.standard_normal(s) for s in shapes]
     operands = [ta.Operand(x, m) for x, m in zip(first, ["ij", "j", "i"], strict=True)]
     plan = ta.Plan(ta.Operation.elementwise_trinary(*operands, out=np.float64, out_modes="ij"),
-                   kernels="cpu")
+                   backend="cpu")
     for alpha, beta, gamma in [(1, 1, 1), (2, 3, 0.5), (1, 1, 1), (1, -1, 2)]:
         a, b, c = (rng.standard_normal(s) for s in shapes)
         out = np.full((50, 60), np.nan)
@@ -75,13 +75,13 @@ def test_plan_calls_follow_the_thread_count():
     rng = np.random.default_rng(3)
     a = rng.standard_normal((1024, 640))
     plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ij"), out=np.float64,
-                                            out_modes="ji", order="C"), kernels="cpu")
+                                            out_modes="ji", order="C"), backend="cpu")
     np.testing.assert_array_equal(plan.execute(a), a.T)
     with cpu.one_thread():
         np.testing.assert_array_equal(plan.execute(a, alpha=2), 2 * a.T)
         np.testing.assert_array_equal(plan.execute(a), a.T)
     np.testing.assert_array_equal(plan.execute(a), a.T)
-    assert len(plan._calls) == (3 if cpu.thread_count() > 1 else 2)
+    assert len(plan.runner._calls) == (3 if cpu.thread_count() > 1 else 2)
 
 
 def test_two_pass_reduction_plan_runs_again():
@@ -92,9 +92,9 @@ def test_two_pass_reduction_plan_runs_again():
         a = 1 + rng.random((40, 30, 8)) / 8
         plan = plan or ta.Plan(ta.Operation.reduction(ta.Operand(a, "ijk"), out=np.float64,
                                                       out_modes="j", op="product"),
-                               kernels="cpu")
+                               backend="cpu")
         np.testing.assert_allclose(plan.execute(a), a.prod(axis=(0, 2)), rtol=1e-13)
-    assert list(plan._calls.values()) == [None]
+    assert list(plan.runner._calls.values()) == [None]
 
 
 @pytest.mark.parametrize("stride", [8, 4096, -24])
@@ -102,7 +102,7 @@ def test_plan_runs_arrays_with_other_strides_on_extent_one_axes(stride):
     rng = np.random.default_rng(5)
     a0 = rng.standard_normal((5, 1, 7))
     plan = ta.Plan(ta.Operation.permutation(ta.Operand(a0, "ijk"), out=np.float64,
-                                            out_modes="kji", order="C"), kernels="cpu")
+                                            out_modes="kji", order="C"), backend="cpu")
     plan.execute(a0)
     base = rng.standard_normal(5 * 7)
     a = np.lib.stride_tricks.as_strided(base, (5, 1, 7), (56, stride, 8), writeable=False)
@@ -117,7 +117,7 @@ def test_diagonal_plan_runs_on_other_reversed_arrays():
     for _ in range(3):
         a = rng.standard_normal((9, 9, 5))[::-1]
         plan = plan or ta.Plan(ta.Operation.reduction(ta.Operand(a, "iij"), out=np.float64,
-                                                      out_modes="j"), kernels="cpu")
+                                                      out_modes="j"), backend="cpu")
         np.testing.assert_allclose(plan.execute(a), np.einsum("iij->j", a), rtol=1e-13)
 
 
@@ -143,7 +143,7 @@ def test_explain_names_the_kernel_call(make, says):
     """explain() says which Numba kernel a plan runs and how (without running it); register
     blocks hold a vector's lanes: 8 float32 with AVX2, 16 with AVX-512."""
     f = np.zeros((4096, 4096), np.float32)
-    text = ta.Plan(make(f), kernels="cpu").explain()
+    text = ta.Plan(make(f), backend="cpu").explain()
     last = text.splitlines()[-1]
     assert re.search(says, last) and ("thread" in last or says == "two passes"), text
 

@@ -21,7 +21,7 @@ def run(kernels, a, modes_in, modes_out, op="sum", c=None, alpha=None, beta=None
         out_modes=modes_out, op=op,
     )
     arrays = [a] if c is None else [a, c]
-    return ta.Plan(operation, kernels=kernels).execute(*arrays, alpha=alpha, beta=beta)
+    return ta.Plan(operation, backend=kernels).execute(*arrays, alpha=alpha, beta=beta)
 
 
 @st.composite
@@ -122,7 +122,7 @@ def test_unary_on_reduction_and_addend(kernels):
     operation = ta.Operation.reduction(
         ta.Operand(a, "ij", "abs"), ta.Operand(c, "i", "negate"), out_modes="i"
     )
-    got = ta.Plan(operation, kernels=kernels).execute(a, c, alpha=2, beta=3)
+    got = ta.Plan(operation, backend=kernels).execute(a, c, alpha=2, beta=3)
     assert got.tolist() == [2 * 3 - 3, 2 * 7 + 3]
 
 

@@ -1,0 +1,141 @@
+"""The backend seam: how a :class:`~tenalg.plan.Plan` finds what runs its operation.
+
+A **backend** is an object with
+
+- ``name``: a short string (``plan.backend`` and ``explain()`` show it);
+- ``supports(operation, kind)``: whether it can run ``operation`` on arrays of ``kind``
+  (:func:`array_kind`: "numpy", "cupy", "dask", ...) at all;
+- ``prepare(operation, chosen=False)``: a **runner**, or None where the backend declines
+  (too small to pay off, say).  ``chosen`` is True when the user named this backend;
+  it must then return a runner whenever it supports the operation.
+
+A plan asks the registered backends in order (:func:`registered`) and keeps the first
+runner.  A runner has
+
+- ``run(out, arrays, scalars)``: ``out`` (allocated by the plan, or the caller's, both
+  checked) receives the result; ``arrays`` are the inputs, then the addend C; ``scalars``
+  a dict of the kind's scalars by name (alpha, beta, gamma), validated;
+- ``explain()``: lines that say what it does; ``reason``: why it was chosen;
+- optionally ``call(arrays, out=None)``: the whole operation with the default scalars and
+  no checks at all, for the plan's one-pass fast path (``call.scaled``: it also takes
+  ``call(arrays, out, scalars_tuple)``; ``call.single(a)``: one input, nothing between);
+- optionally ``execute(arrays, scalars)`` and ``execute_into(out, arrays, scalars)``, for
+  runners of arrays that are not NumPy's: the plan then hands them everything, checks
+  included, since it knows only NumPy's layouts;
+- optionally ``beside_gemm``: a context manager factory for running next to BLAS calls
+  (the Numba kernels' one thread).
+
+Backends live in :mod:`tenalg.backends`, each in its own module; this module and the plan
+know none of them by name.
+
+>>> class Echo:
+...     name = "echo"
+...     def supports(self, operation, kind):
+...         return False
+...     def prepare(self, operation, chosen=False):
+...         return None
+>>> register(Echo(), first=True)
+>>> registered()[0].name
+'echo'
+>>> unregister("echo")
+>>> "echo" in [b.name for b in registered()]
+False
+"""
+
+import contextlib
+import threading
+
+from .errors import OperationError
+
+_BACKENDS = []
+_LOCK = threading.Lock()
+
+
+def register(backend, *, first=False, before=None):
+    """Add ``backend`` to the ones plans ask, last (or ``first``, or ``before`` the backend
+    of that name); a backend of the same name is replaced in its place."""
+    for attribute in ("name", "supports", "prepare"):
+        if not hasattr(backend, attribute):
+            raise OperationError(f"a backend needs a {attribute!r}; "
+                                 f"{type(backend).__name__} has none")
+    with _LOCK:
+        names = [b.name for b in _BACKENDS]
+        if backend.name in names:
+            _BACKENDS[names.index(backend.name)] = backend
+            return
+        if first:
+            _BACKENDS.insert(0, backend)
+        elif before is not None:
+            if before not in names:
+                raise OperationError(f"no backend {before!r} to register before "
+                                     f"(there are {', '.join(names)})")
+            _BACKENDS.insert(names.index(before), backend)
+        else:
+            _BACKENDS.append(backend)
+
+
+def unregister(name):
+    """Remove the backend called ``name`` (nothing if there is none)."""
+    with _LOCK:
+        _BACKENDS[:] = [b for b in _BACKENDS if b.name != name]
+
+
+def registered():
+    """The registered backends, in the order plans ask them."""
+    return tuple(_BACKENDS)
+
+
+def find(name):
+    """The registered backend called ``name``."""
+    for backend in _BACKENDS:
+        if backend.name == name:
+            return backend
+    names = ", ".join(b.name for b in _BACKENDS)
+    raise OperationError(f"no backend {name!r} is registered (there are {names})")
+
+
+def array_kind(x):
+    """The kind of array ``x`` is, by the package that defines its type: "numpy" for a
+    ``numpy.ndarray``, "cupy", "dask", "torch", ...
+
+    >>> import numpy as np
+    >>> array_kind(np.ones(2)), array_kind(3.0)
+    ('numpy', 'builtins')
+    """
+    return type(x).__module__.partition(".")[0]
+
+
+def choose(operation, kind, backend="auto"):
+    """(backend name, runner, reason) for ``operation`` on arrays of ``kind``.
+
+    ``backend`` is "auto" (the first registered backend with a runner), a backend's name
+    or a backend object (that one, which must support the operation).
+    """
+    if backend == "auto":
+        declined = []
+        for candidate in registered():
+            if not candidate.supports(operation, kind):
+                continue
+            runner = candidate.prepare(operation)
+            if runner is not None:
+                reason = getattr(runner, "reason", "") or "the first that took it"
+                if declined:
+                    reason += f" ({', '.join(declined)} declined)"
+                return candidate.name, runner, reason
+            declined.append(candidate.name)
+        raise OperationError(f"no registered backend runs a {operation.kind} on {kind} "
+                             f"arrays (asked: {', '.join(b.name for b in registered())})")
+    candidate = find(backend) if isinstance(backend, str) else backend
+    if not candidate.supports(operation, kind):
+        raise OperationError(f"backend {candidate.name!r} does not run a {operation.kind} "
+                             f"of these dtypes on {kind} arrays")
+    runner = candidate.prepare(operation, chosen=True)
+    if runner is None:
+        raise OperationError(f"backend {candidate.name!r} declined a {operation.kind} "
+                             "it was asked for by name")
+    return candidate.name, runner, "asked for by name"
+
+
+def beside_gemm(runner):
+    """The context ``runner`` runs in next to BLAS calls (see the module docstring)."""
+    return getattr(runner, "beside_gemm", contextlib.nullcontext)

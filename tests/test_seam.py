@@ -1,0 +1,195 @@
+"""The backend seam: plans ask registered backends in order and keep the first runner;
+a backend added from outside (here, one that counts calls and delegates to the reference
+kernels, and one for arrays that are not NumPy's) plugs in without touching plan.py."""
+
+import numpy as np
+import pytest
+
+import tenalg as ta
+from tenalg import seam
+from tenalg.backends.reference import ReferenceBackend
+
+
+class Counting:
+    """Runs everything the reference backend runs, and counts what it prepares and runs."""
+
+    name = "counting"
+
+    def __init__(self):
+        self.prepared = self.runs = 0
+        self._reference = ReferenceBackend()
+
+    def supports(self, operation, kind):
+        return self._reference.supports(operation, kind)
+
+    def prepare(self, operation, chosen=False):
+        self.prepared += 1
+        inner = self._reference.prepare(operation, chosen)
+        backend = self
+
+        class Runner:
+            reason = "counts calls, then runs the reference"
+
+            def run(self, out, arrays, scalars):
+                backend.runs += 1
+                inner.run(out, arrays, scalars)
+
+            def explain(self):
+                return ["counted"] + inner.explain()
+
+        return Runner()
+
+
+@pytest.fixture
+def counting():
+    backend = Counting()
+    seam.register(backend, first=True)
+    yield backend
+    seam.unregister("counting")
+
+
+def test_a_backend_registered_first_runs_every_kind(counting):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    cases = [
+        (ta.Operation.contraction(ta.Operand(a, "ij"), ta.Operand(b, "jk"), out_modes="ik"),
+         (a, b), a @ b),
+        (ta.Operation.permutation(ta.Operand(a, "ij"), out_modes="ji"), (a,), a.T),
+        (ta.Operation.reduction(ta.Operand(a, "ij"), out_modes="j"), (a,), a.sum(0)),
+        (ta.Operation.elementwise_binary(ta.Operand(a, "ij"), ta.Operand(a, "ij"),
+                                         out_modes="ij", op="mul"), (a, a), a * a),
+    ]
+    for k, (operation, arrays, expected) in enumerate(cases, 1):
+        plan = ta.Plan(operation)
+        assert plan.backend == "counting"
+        assert "backend: counting (counts calls, then runs the reference)" in plan.explain()
+        np.testing.assert_allclose(plan.execute(*arrays), expected)
+        out = np.empty_like(expected)
+        plan.execute_into(out, *arrays, alpha=2.0)
+        np.testing.assert_allclose(out, 2 * expected)
+        assert (counting.prepared, counting.runs) == (k, 2 * k)
+
+
+def test_unregistered_backends_are_no_longer_asked(counting):
+    seam.unregister("counting")
+    a = np.ones((2, 2))
+    assert ta.Plan(ta.Operation.permutation(ta.Operand(a, "ij"), out_modes="ji")).backend \
+        == "direct"
+    assert counting.prepared == 0
+
+
+def test_the_default_order_and_who_takes_what():
+    assert [b.name for b in seam.registered()] == ["blas", "cpu", "direct", "reference"]
+    small, big = np.ones((4, 4)), np.ones((256, 256, 4))
+    permute = ta.Operation.permutation
+    assert ta.Plan(permute(ta.Operand(small, "ij"), out_modes="ji")).backend == "direct"
+    plan = ta.Plan(permute(ta.Operand(big, "ijk"), out_modes="kji", order="C"))
+    assert plan.backend == "cpu" and "elements of work pay for the Numba kernels" in plan.reason
+    plan = ta.Plan(permute(ta.Operand(small, "ij", unary="exp"), out_modes="ji"))
+    assert plan.backend == "reference" and "direct declined" in plan.explain()
+    contraction = ta.Operation.contraction(ta.Operand(small, "ij"), ta.Operand(small, "jk"),
+                                           out_modes="ik")
+    assert ta.Plan(contraction).backend == "blas"
+
+
+@pytest.mark.parametrize("name", ["blas", "reference"])
+def test_contractions_agree_between_backends(name):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 4, 5)) + 1j * rng.standard_normal((3, 4, 5))
+    b = rng.standard_normal((5, 4, 2))
+    c = rng.standard_normal((2, 3)).astype(complex)
+    operation = ta.Operation.contraction(ta.Operand(a, "ijk", unary="conjugate"),
+                                         ta.Operand(b, "kjl"), ta.Operand(c, "li"),
+                                         out_modes="li")
+    got = ta.Plan(operation, backend=name).execute(a, b, c, alpha=0.5, beta=2.0)
+    np.testing.assert_allclose(got, 0.5 * np.einsum("ijk,kjl->li", a.conj(), b) + 2 * c)
+
+
+def test_a_backend_asked_for_by_name_must_support_the_operation():
+    a = np.ones((2, 2))
+    contraction = ta.Operation.contraction(ta.Operand(a, "ij"), ta.Operand(a, "jk"),
+                                           out_modes="ik")
+    with pytest.raises(ta.OperationError, match="'cpu' does not run a contraction"):
+        ta.Plan(contraction, backend="cpu")
+    with pytest.raises(ta.OperationError, match="no backend 'gpu'"):
+        ta.Plan(contraction, backend="gpu")
+    plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ij"), out_modes="ji"),
+                   backend="cpu")  # small, but asked for: the cpu backend takes it
+    assert plan.backend == "cpu" and plan.reason == "asked for by name"
+
+
+def test_the_kernels_keyword_still_works_and_says_it_is_deprecated():
+    a = np.arange(4.0).reshape(2, 2)
+    with pytest.warns(DeprecationWarning, match="backend="):
+        plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ij"), out_modes="ji"),
+                       kernels="reference")
+    assert plan.backend == "reference"
+    np.testing.assert_array_equal(plan.execute(a), a.T)
+    with pytest.raises(ta.OperationError), pytest.warns(DeprecationWarning):
+        ta.Plan(ta.Operation.permutation(ta.Operand(a, "ij"), out_modes="ji"), kernels="gpu")
+
+
+class Boxed:
+    """An array type that is not NumPy's: its kind is this module's name."""
+
+    def __init__(self, data):
+        self.data = data
+
+
+class BoxedBackend:
+    """Runs permutations on Boxed arrays; checks its own arrays (the plan cannot)."""
+
+    name = "boxed"
+
+    def supports(self, operation, kind):
+        return kind == seam.array_kind(Boxed(None)) and operation.kind == "permutation"
+
+    def prepare(self, operation, chosen=False):
+        axes = [operation.inputs[0].modes.index(m) for m in operation.out_modes]
+
+        class Runner:
+            reason = "boxed arrays"
+
+            def execute(self, arrays, scalars):
+                (x,) = arrays
+                if not isinstance(x, Boxed):
+                    raise ta.InputMismatchError("expected a Boxed array")
+                return Boxed(scalars["alpha"] * np.transpose(x.data, axes))
+
+            def execute_into(self, out, arrays, scalars):
+                out.data = self.execute(arrays, scalars).data
+                return out
+
+            def explain(self):
+                return [f"kernel: np.transpose {axes} on boxed data"]
+
+        return Runner()
+
+
+def test_a_backend_for_arrays_that_are_not_numpys():
+    seam.register(BoxedBackend())
+    try:
+        x = Boxed(np.arange(6.0).reshape(2, 3))
+        operation = ta.Operation.permutation(ta.Operand(ta.TensorDescriptor.contiguous(
+            (2, 3), np.float64), "ij"), out_modes="ji")
+        plan = ta.Plan(operation, kind=seam.array_kind(x))
+        assert plan.backend == "boxed" and "np.transpose [1, 0]" in plan.explain()
+        np.testing.assert_array_equal(plan.execute(x, alpha=2).data, 2 * x.data.T)
+        out = Boxed(None)
+        assert plan.execute_into(out, x) is out
+        np.testing.assert_array_equal(out.data, x.data.T)
+        with pytest.raises(ta.InputMismatchError):
+            plan.execute(x.data)
+        with pytest.raises(ta.OperationError, match="no registered backend"):
+            ta.Plan(ta.Operation.reduction(ta.Operand(operation.inputs[0].descriptor, "ij"),
+                                           out_modes="i"), kind=seam.array_kind(x))
+    finally:
+        seam.unregister("boxed")
+
+
+def test_register_checks_what_it_is_given():
+    with pytest.raises(ta.OperationError, match="'prepare'"):
+        seam.register(type("Half", (), {"name": "half", "supports": None})())
+    with pytest.raises(ta.OperationError, match="before"):
+        seam.register(Counting(), before="nowhere")
+    assert "counting" not in [b.name for b in seam.registered()]
