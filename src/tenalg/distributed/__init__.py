@@ -25,3 +25,4 @@ from .dense import trace
 from .pack import DistributedPack
 from .pack import PackOperationError
 from .stencil import step as stencil_step
+from .train import DistributedTrain

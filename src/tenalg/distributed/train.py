@@ -1,0 +1,208 @@
+"""One large tensor train with every core's mode dimension split over workers, rounded
+by TSQR (Al Daas, Ballard, Benner, arXiv 2011.06532): only r x r factors move.
+
+Worker p holds the slice ``core[:, start_p:stop_p, :]`` of every core. Rounding is
+Oseledets' SVD rounding: right to left, the LQ of each core's horizontal unfolding (the
+QR of its transpose, whose rows are split over workers: each worker factors its rows,
+the small R factors are stacked and factored once more, and each worker applies its
+block of that small Q); the L factor goes into the previous core's slices on every
+worker. Then left to right, the QR of each vertical unfolding the same way, an SVD of the
+small R, truncation with the per-bond tolerance ``eps ||X|| / sqrt(d - 1)`` (at least
+rank 1, at most ``max_rank``), and ``S V^H`` into the next core's slices. Every task is
+submitted at once; the client waits only for the end.
+
+>>> from distributed import Client
+>>> from tenalg import tt
+>>> x = tt.random((6, 5, 7), 2, rng=0)
+>>> with Client(processes=False, n_workers=2, threads_per_worker=1,
+...             dashboard_address=None) as client:
+...     y = DistributedTrain.from_train(client, x + x).round(1e-10).gather()
+>>> y.ranks, bool(np.allclose(y.to_dense(), 2 * x.to_dense()))
+((1, 2, 2, 1), True)
+"""
+
+import math
+import operator
+
+import numpy as np
+from distributed import wait  # optional dependency: imported only in tenalg.distributed
+
+from .. import tt
+from ..errors import OperationError
+
+
+def _split(n, parts):
+    """(start, stop) of ``parts`` contiguous, nearly equal pieces of range(n)."""
+    bounds = [round(i * n / parts) for i in range(parts + 1)]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def _random_slice(seed, k, p, shape, dtype):
+    return np.random.default_rng([seed, k, p]).standard_normal(shape).astype(dtype)
+
+
+def _qr_rows(m):
+    """Local QR of a block of rows (reduced)."""
+    return np.linalg.qr(m)
+
+
+def _horizontal_t(g):
+    """The transpose of the horizontal unfolding of a core slice: (n r, l)."""
+    return g.reshape(g.shape[0], -1).T
+
+
+def _vertical(g):
+    return g.reshape(-1, g.shape[2])
+
+
+def _local_qr(g, horizontal):
+    return _qr_rows(_horizontal_t(g) if horizontal else _vertical(g))
+
+
+def _stacked_qr(*rs):
+    """QR of the stacked small R factors: (R, [the row block of Q for each worker])."""
+    q, r = np.linalg.qr(np.concatenate(rs, axis=0))
+    bounds = np.cumsum([0] + [x.shape[0] for x in rs])
+    return r, [q[bounds[i]:bounds[i + 1]] for i in range(len(rs))]
+
+
+def _keep(s, delta, max_rank):
+    """The smallest k >= 1 whose discarded tail sum_{i>=k} s_i^2 is at most delta^2,
+    capped by max_rank."""
+    tail = np.concatenate([np.cumsum((s ** 2)[::-1])[::-1], [0.0]])
+    k = int(np.argmax(tail[1:] <= delta ** 2)) + 1
+    return min(k, max_rank) if max_rank is not None else k
+
+
+def _small_svd(qr, tol, max_rank, first, delta):
+    """Truncated SVD of the stacked R: (U_k-rotated Q blocks, S_k V_k^H, delta)."""
+    r, blocks = qr
+    u, s, vh = np.linalg.svd(r, full_matrices=False)
+    if first:  # ||X|| is the norm of the first core once the others are orthonormal
+        delta = tol * float(np.linalg.norm(s))
+    k = _keep(s, delta, max_rank)
+    return [b @ u[:, :k] for b in blocks], s[:k, None] * vh[:k], delta
+
+
+def _apply_horizontal(qr_local, block, shape):
+    """The new slice of an orthonormalised core: (Q_p Q'_p)^T, shaped (l', n_p, r)."""
+    q = qr_local[0] @ block
+    return np.ascontiguousarray(q.T).reshape(q.shape[1], shape[1], shape[2])
+
+
+def _apply_vertical(qr_local, block, shape):
+    q = qr_local[0] @ block
+    return q.reshape(shape[0], shape[1], q.shape[1])
+
+
+def _pick(x, i, p):
+    """x[i][p]: one worker's block of a small factor, so only that block moves."""
+    return x[i][p]
+
+
+def _times_right(g, r):
+    """core ×_3 R^T: the previous core absorbs L = R^T of the LQ."""
+    return np.einsum("anb,cb->anc", g, r)
+
+
+def _times_left(m, g):
+    return np.einsum("ab,bnc->anc", m, g)
+
+
+class DistributedTrain:
+    """A train whose cores are split along their mode dimension over ``workers``:
+    ``parts[k][p]`` is the future of ``core_k[:, splits[k][p], :]`` on worker p."""
+
+    def __init__(self, client, parts, splits, workers, shapes):
+        self.client, self.parts, self.splits = client, parts, splits
+        self.workers, self.shapes = list(workers), [tuple(s) for s in shapes]
+        self.last_tasks = 0
+
+    dims = property(lambda self: tuple(s[1] for s in self.shapes), doc="Mode sizes.")
+    ranks = property(lambda self: tuple([s[0] for s in self.shapes] + [self.shapes[-1][2]]),
+                     doc="Bond ranks r_0..r_d.")
+
+    @classmethod
+    def _workers(cls, client, workers):
+        return list(workers or sorted(client.scheduler_info()["workers"]))
+
+    @classmethod
+    def from_train(cls, client, train, workers=None):
+        """Split a single-process train over ``workers`` (default: all)."""
+        workers = cls._workers(client, workers)
+        splits = [_split(n, len(workers)) for n in train.dims]
+        parts = [[client.scatter(np.ascontiguousarray(c.array()[:, a:b, :]), workers=[w])
+                  for (a, b), w in zip(split, workers, strict=True)]
+                 for c, split in zip(train.cores, splits, strict=True)]
+        return cls(client, parts, splits, workers, [c.shape for c in train.cores])
+
+    @classmethod
+    def random(cls, client, dims, ranks, seed=0, dtype=np.float64, workers=None):
+        """A train of standard normal cores, each slice drawn on its own worker from
+        ``(seed, core, worker)`` (nothing but the seeds is sent)."""
+        workers = cls._workers(client, workers)
+        ranks = [1, *([ranks] * (len(dims) - 1) if np.ndim(ranks) == 0 else ranks), 1]
+        shapes = [(ranks[k], n, ranks[k + 1]) for k, n in enumerate(dims)]
+        splits = [_split(n, len(workers)) for n in dims]
+        parts = [[client.submit(_random_slice, seed, k, p, (s[0], b - a, s[2]), dtype,
+                                workers=[w], allow_other_workers=True)
+                  for p, ((a, b), w) in enumerate(zip(split, workers, strict=True))]
+                 for k, (s, split) in enumerate(zip(shapes, splits, strict=True))]
+        return cls(client, parts, splits, workers, shapes)
+
+    def gather(self):
+        """The whole train on the client (every slice comes back)."""
+        cores = [np.concatenate(self.client.gather(p), axis=1) for p in self.parts]
+        return tt.TensorTrain(cores)
+
+    def _on(self, p, fn, *args):
+        self.last_tasks += 1
+        return self.client.submit(fn, *args, workers=[self.workers[p]],
+                                  allow_other_workers=True, pure=False)
+
+    def _tsqr(self, slices, horizontal):
+        """Local QRs (on each slice's worker) and the QR of their stacked R factors (on
+        worker 0): futures of the local (Q, R) and of (R, Q blocks)."""
+        local = [self._on(p, _local_qr, g, horizontal) for p, g in enumerate(slices)]
+        rs = [self._on(p, operator.itemgetter(1), f) for p, f in enumerate(local)]
+        return local, self._on(0, _stacked_qr, *rs)
+
+    def round(self, eps=0.0, max_rank=None):
+        """A rounded copy (see the module's docstring); the ranks are read at the end."""
+        d, nw = len(self.parts), len(self.workers)
+        self.last_tasks = 0
+        if d == 1:
+            return self
+        cores = [list(p) for p in self.parts]
+        # right to left: LQ of each core (TSQR of its transposed horizontal unfolding)
+        for k in range(d - 1, 0, -1):
+            local, small = self._tsqr(cores[k], horizontal=True)
+            r = self._on(0, operator.itemgetter(0), small)
+            blocks = [self._on(0, _pick, small, 1, p) for p in range(nw)]
+            shapes = [self._on(p, np.shape, g) for p, g in enumerate(cores[k])]
+            cores[k] = [self._on(p, _apply_horizontal, local[p], blocks[p], shapes[p])
+                        for p in range(nw)]
+            cores[k - 1] = [self._on(p, _times_right, g, r) for p, g in enumerate(cores[k - 1])]
+        # left to right: TSQR of each vertical unfolding, SVD of its R, truncation
+        tol, delta = eps / math.sqrt(d - 1), None
+        for k in range(d - 1):
+            local, small = self._tsqr(cores[k], horizontal=False)
+            svd = self._on(0, _small_svd, small, tol, max_rank, k == 0, delta)
+            delta = self._on(0, operator.itemgetter(2), svd)
+            sv = self._on(0, operator.itemgetter(1), svd)
+            blocks = [self._on(0, _pick, svd, 0, p) for p in range(nw)]
+            shapes = [self._on(p, np.shape, g) for p, g in enumerate(cores[k])]
+            cores[k] = [self._on(p, _apply_vertical, local[p], blocks[p], shapes[p])
+                        for p in range(nw)]
+            cores[k + 1] = [self._on(p, _times_left, sv, g) for p, g in enumerate(cores[k + 1])]
+        flat = [f for row in cores for f in row]
+        wait(flat)
+        failed = [f for f in flat if f.status != "finished"]
+        if failed:
+            raise OperationError(f"distributed rounding failed: {failed[0].exception()!r}")
+        shapes = self.client.gather([self._on(0, np.shape, row[0]) for row in cores])
+        dims = [sum(b - a for a, b in split) for split in self.splits]
+        out = DistributedTrain(self.client, cores, self.splits, self.workers,
+                               [(s[0], n, s[2]) for s, n in zip(shapes, dims, strict=True)])
+        out.last_tasks = self.last_tasks
+        return out
