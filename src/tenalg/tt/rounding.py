@@ -11,7 +11,11 @@ holds). Methods:
 - ``"gram"``: two-sided Gram-SVD. Cheaper (GEMMs and small eigh only) but it cannot
   resolve components below about sqrt(u) ||X|| (1.5e-8 in float64, 3.5e-4 in float32, see
   :func:`gram_floor`): for a smaller eps it falls back to ``"svd"`` (``info.method`` says
-  which ran). One sweep is not always rank-minimal.
+  which ran). Above the floor each cut is certified by a bound on the Gram matrices'
+  rounding error (:mod:`tenalg.tt.linalg.gramsweep`); a train whose cut cannot be (in
+  float64 typically below eps ~ 1e-5, the noise of Gram eigenvalues being about n u) is
+  rounded by ``"svd"`` instead, also reported in ``info.method``. Single precision is
+  computed in double. One sweep is not always rank-minimal.
 - ``"randomized"``: randomize-then-orthogonalize with a Gaussian TT sketch of rank
   max_rank + 10 (the full rank when max_rank is None), then an SVD truncation with eps.
 
@@ -27,7 +31,7 @@ from dataclasses import dataclass
 
 from ..errors import OperationError
 from .core import TensorCore
-from .linalg import sweeps
+from .linalg import gramsweep, sweeps
 from .linalg.batched import FRESH, unstack
 from .linalg.dense import common_dtype, unit_roundoff
 from .train import TensorTrain, require_closed, require_same_dims
@@ -83,7 +87,7 @@ def run(method, summands, coefficients, eps, max_rank, rng=None, work=FRESH):
         return sweeps.randomized(summands, coefficients, eps, max_rank, rng)
     if method == "svd":
         return sweeps.svd(summands, coefficients, eps, max_rank, work)
-    return sweeps.gram(summands, coefficients, eps, max_rank)
+    return gramsweep.gram(summands, coefficients, eps, max_rank)
 
 
 def _stack1(t):
@@ -108,7 +112,7 @@ def round_(a, eps=0.0, max_rank=None, method="svd", *, rmax=None, rng=None):
     before = a.ranks
     res = run(used, [_stack1(a)], [1], eps, max_rank, rng)
     a._replace([TensorCore._wrap(c, a.storage) for c in unstack(res.cores, res.ranks)[0]])
-    return TruncationInfo(before, a.ranks, float(res.norms[0]), float(res.discarded[0]), used)
+    return infos(res, [before], [a.ranks], used)[0]
 
 
 def round(a, eps=0.0, max_rank=None, method="svd", *, rmax=None, rng=None):
@@ -149,6 +153,9 @@ def round_sum(trains, coefficients=None, eps=0.0, max_rank=None, method="svd", *
 
 
 def infos(res, before, after, method):
-    """TruncationInfos of a batched rounding, one per train."""
-    return [TruncationInfo(b, a, float(n), float(x), method)
-            for b, a, n, x in zip(before, after, res.norms, res.discarded, strict=True)]
+    """TruncationInfos of a batched rounding, one per train ("svd" for the trains that a
+    Gram sweep could not certify and left to the SVD sweep)."""
+    fallback = [False] * len(before) if res.fallback is None else res.fallback.tolist()
+    return [TruncationInfo(b, a, float(n), float(x), "svd" if f else method)
+            for b, a, n, x, f in zip(before, after, res.norms, res.discarded, fallback,
+                                     strict=True)]

@@ -31,11 +31,10 @@ from ...blas import one_blas_thread
 from ...dtypes import real_type
 from . import householder
 from .batched import FRESH, frobenius, normalize, reverse, spread, sum_cores, times_lower
-from .bondsvd import keep_ranks, lq, rank_mask, truncated_svd
+from .bondsvd import lq, truncated_svd
 from .dense import bond_tolerance, einsum, python_scalar, safe_log, scaled_by_log, unit_roundoff
 
 OVERSAMPLE = 10
-EIG_MASK = 64
 NOISE = 64
 
 
@@ -44,13 +43,14 @@ class Rounded(NamedTuple):
     ranks: np.ndarray
     norms: np.ndarray
     discarded: np.ndarray
+    fallback: np.ndarray | None = None  # (g,): trains a Gram sweep left to the SVD sweep
 
 
-def _first_cores(summands, coefficients):
+def first_cores(summands, coefficients):
     return [python_scalar(c) * s[0] for s, c in zip(summands, coefficients, strict=True)]
 
 
-def _normalize_joint(zs, logs):
+def normalize_joint(zs, logs):
     """Divide every z of train i by the largest modulus over all of them; log it."""
     log_t = safe_log(np.max([np.abs(z).max(axis=tuple(range(1, z.ndim)), initial=0) for z in zs],
                             axis=0))
@@ -79,12 +79,12 @@ def orthogonalize_rl(cores, work=FRESH):
         if c == 1:
             gross = frobenius(cores[0]) * frobenius(lf)
         cores[c - 1] = times_lower(cores[c - 1], lf, work, ("rl", c - 1))
-    gross = _ratio(gross, frobenius(cores[0]))
+    gross = cancellation_ratio(gross, frobenius(cores[0]))
     cores[0], logs = normalize(cores[0], logs)
     return cores, factors, logs, gross
 
 
-def _ratio(gross, net):
+def cancellation_ratio(gross, net):
     """gross / net, the factor by which cancellation shrank a result (1 when nothing did)."""
     return np.asarray(gross, dtype=np.float64) / np.where(net > 0, net, gross + (gross == 0))
 
@@ -124,109 +124,12 @@ def svd(summands, coefficients, eps, max_rank, work=FRESH):
     The interior cores of the sum are never formed (see
     :func:`~tenalg.tt.linalg.batched.times_lower`). Temporaries go to ``work``'s buffers; the
     rounded cores are fresh arrays."""
-    first = _first_cores(summands, coefficients)
+    first = first_cores(summands, coefficients)
     cores = sum_cores([[f, *s[1:]] for f, s in zip(first, summands, strict=True)], work)
     cores, factors, logs, gross = orthogonalize_rl(cores, work)
     cores, ranks, nrm, discarded = truncate(cores, bond_tolerance(eps, len(cores)), max_rank,
                                             gross, factors, work)
     return Rounded(spread(cores, logs), ranks, nrm * np.exp(logs), discarded)
-
-
-def right_grams(summands):
-    """Gram matrices of the right parts X_{>c} of the sum at bonds c = 0..d-2, blockwise.
-
-    Block (i, j) is <X^i_{>c}, X^j_{>c}> over the right indices; the diagonal blocks of
-    the block-diagonal cores are the only ones ever multiplied. Returns the normalised
-    Grams (g, R_c, R_c) and the log of their scale.
-    """
-    m, d, g = len(summands), len(summands[0]), summands[0][0].shape[0]
-    grams, logs = [None] * (d - 1), [None] * (d - 1)
-    blocks, log = None, np.zeros(g)
-    for c in range(d - 2, -1, -1):
-        x, log2 = _normalize_joint([s[c + 1] for s in summands], np.zeros(g))
-        log = log + 2 * log2
-        new = [[None] * m for _ in range(m)]
-        for i in range(m):
-            for j in range(i, m):
-                if blocks is None:
-                    b = einsum("ganb,gcnb->gac", x[i], x[j].conj())
-                else:
-                    b = einsum("ganb,gbd,gcnd->gac", x[i], blocks[i][j], x[j].conj())
-                new[i][j], new[j][i] = b, b.conj().transpose(0, 2, 1)
-        full = np.concatenate([np.concatenate(row, axis=2) for row in new], axis=1)
-        scale = np.abs(einsum("gaa->g", full))
-        scale = np.where(scale > 0, scale, 1).astype(scale.dtype).reshape(-1, 1, 1)
-        blocks = [[b / scale for b in row] for row in new]
-        log = log + safe_log(scale.ravel())
-        grams[c], logs[c] = full / scale, log
-    return grams, logs
-
-
-def _roots(lam, u):
-    """Square roots of the eigenvalues above the mask and their inverses (zero below it)."""
-    keep = lam > EIG_MASK * u * lam[:, -1:]
-    root = np.sqrt(np.where(keep, lam, 1))
-    return np.where(keep, root, 0), np.where(keep, 1 / root, 0)
-
-
-def gram(summands, coefficients, eps, max_rank):
-    """Gram-SVD rounding (Al Daas, Ballard, Manning) of the sum, two-sided.
-
-    Right Grams GR[c] right to left; then per bond eigh of the left and right Grams, the
-    SVD of Lambda_L^(1/2) Q_L^H Q_R Lambda_R^(1/2), truncation, and the updates of cores c
-    and c+1. Eigenvalues below 64 u of the largest are masked. Accurate to about
-    sqrt(u) ||X||.
-    """
-    d, g = len(summands[0]), summands[0][0].shape[0]
-    z, logs = _normalize_joint(_first_cores(summands, coefficients), np.zeros(g))
-    u = unit_roundoff(z[0].dtype)
-    tol = bond_tolerance(eps, d)
-    grams, glogs = right_grams(summands) if d > 1 else ([], [])
-    lognorm = np.zeros(g)
-    ranks = np.ones((g, d + 1), dtype=np.int64)
-    discarded = np.zeros(g)
-    out = []
-    for c in range(d - 1):
-        v = np.concatenate(z, axis=3)
-        _, k, n, big = v.shape
-        vm = v.reshape(g, k * n, big)
-        gl = einsum("gma,gmb->gab", vm.conj(), vm)
-        sl = np.abs(einsum("gaa->g", gl))
-        sl = np.where(sl > 0, sl, 1).astype(sl.dtype)
-        lam_l, q_l = np.linalg.eigh(gl / sl.reshape(-1, 1, 1))
-        lam_r, q_r = np.linalg.eigh(grams[c])
-        rl, il = _roots(lam_l, u)
-        rr, ir = _roots(lam_r, u)
-        mat = rl[:, :, None] * einsum("gab,gac->gbc", q_l.conj(), q_r) * rr[:, None, :]
-        uu, s, wh = np.linalg.svd(mat)
-        log_sigma = logs + 0.5 * (safe_log(sl) + glogs[c])
-        if c == 0:
-            net = frobenius(s)
-            lognorm = log_sigma + safe_log(net)
-            floor = np.maximum(tol, NOISE * u * _ratio(np.ones(g), net))
-        srel = s * np.exp(log_sigma - lognorm)[:, None]
-        kept, tail = keep_ranks(srel, floor, max_rank)
-        mask = rank_mask(kept)
-        kk = mask.shape[1]
-        left = einsum("gab,gbk->gak", q_l, il[:, :, None] * uu[:, :, :kk] * mask[:, None, :])
-        left = scaled_by_log(left, -0.5 * safe_log(sl).reshape(-1, 1, 1))
-        out.append(einsum("gknr,grs->gkns", v, left))
-        right = einsum("gkb,gcb->gkc", s[:, :kk, None] * wh[:, :kk, :] * mask[:, :, None]
-                       * ir[:, None, :], q_r.conj())
-        logs = logs + 0.5 * safe_log(sl)
-        offsets = np.cumsum([0] + [zj.shape[3] for zj in z])
-        z = [einsum("gkr,grnb->gknb", right[:, :, offsets[j] : offsets[j + 1]], s_[c + 1])
-             for j, s_ in enumerate(summands)]
-        if c == d - 2:
-            z = [sum(z)]
-        z, logs = _normalize_joint(z, logs)
-        ranks[:, c + 1] = kept
-        discarded += tail
-    if d == 1:
-        z = [sum(z)]
-        lognorm = logs + safe_log(frobenius(z[0]))
-    out.append(z[0])
-    return Rounded(spread(out, logs), ranks, np.exp(lognorm), np.sqrt(discarded))
 
 
 def randomized(summands, coefficients, eps, max_rank, rng):
@@ -239,7 +142,7 @@ def randomized(summands, coefficients, eps, max_rank, rng):
     """
     d, g = len(summands[0]), summands[0][0].shape[0]
     rng = np.random.default_rng(rng)
-    z = _first_cores(summands, coefficients)
+    z = first_cores(summands, coefficients)
     dims = [x.shape[2] for x in summands[0]]
     total = [sum(s[c].shape[3] for s in summands) for c in range(d - 1)]
     sketch = [1] + [t if max_rank is None else min(t, max_rank + OVERSAMPLE) for t in total] + [1]
@@ -248,15 +151,15 @@ def randomized(summands, coefficients, eps, max_rank, rng):
              for c, n in enumerate(dims)]
     w, cur = [None] * (d - 1), None
     for c in range(d - 2, -1, -1):
-        x = _normalize_joint([s[c + 1] for s in summands], np.zeros(g))[0]
+        x = normalize_joint([s[c + 1] for s in summands], np.zeros(g))[0]
         if cur is None:
             cur = [einsum("ganb,cnb->gac", xj, omega[c + 1]) for xj in x]
         else:
             cur = [einsum("ganb,gbd,cnd->gac", xj, wj, omega[c + 1])
                    for xj, wj in zip(x, cur, strict=True)]
-        cur, _ = _normalize_joint(cur, np.zeros(g))
+        cur, _ = normalize_joint(cur, np.zeros(g))
         w[c] = cur
-    z, logs = _normalize_joint(z, np.zeros(g))
+    z, logs = normalize_joint(z, np.zeros(g))
     out = []
     for c in range(d - 1):
         y = sum(einsum("gknr,grl->gknl", zj, wj) for zj, wj in zip(z, w[c], strict=True))
@@ -270,11 +173,11 @@ def randomized(summands, coefficients, eps, max_rank, rng):
             gross = sum(frobenius(mj) * frobenius(s_[d - 1]) for mj, s_ in zip(m, summands,
                                                                              strict=True))
             z = [sum(z)]
-            gross = _ratio(gross, frobenius(z[0]))
-        z, logs = _normalize_joint(z, logs)
+            gross = cancellation_ratio(gross, frobenius(z[0]))
+        z, logs = normalize_joint(z, logs)
     out.append(sum(z))
     if d == 1:
-        gross = _ratio(sum(frobenius(s[0]) for s in summands), frobenius(out[0]))
+        gross = cancellation_ratio(sum(frobenius(s[0]) for s in summands), frobenius(out[0]))
     cores, ranks, nrm, discarded = truncate(reverse(out), bond_tolerance(eps, d), max_rank,
                                             gross)
     return Rounded(spread(reverse(cores), logs), ranks[:, ::-1], nrm * np.exp(logs), discarded)
