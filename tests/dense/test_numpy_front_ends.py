@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tenalg as ta
-from tenalg.api import CastingError
+from tenalg.einsum_numpy import OutputTypeError
 
 
 class ArrayLike:
@@ -127,7 +127,7 @@ def test_data_movement_of_any_dtype_is_exact(dtype):
 
 def test_an_out_of_the_wrong_kind_raises_before_writing():
     """A complex result into a real out= (NumPy: a TypeError under its casting rule) is a
-    CastingError, an OutputMismatchError and a TypeError; nothing is written."""
+    OutputTypeError, an OutputMismatchError and a TypeError; nothing is written."""
     z = (1 + 2j) * np.ones((2, 3))
     calls = [lambda out: ta.permute(z, (1, 0), out=out),
              lambda out: ta.sum(z.T, axis=1, out=out[:, 0]),
@@ -135,17 +135,17 @@ def test_an_out_of_the_wrong_kind_raises_before_writing():
              lambda out: ta.partial_trace(np.stack([z.T] * 3), [(0, 2)], out=out[:, 0])]
     for call in calls:
         out = np.full((3, 2), 7.0)
-        with pytest.raises(CastingError) as info:
+        with pytest.raises(OutputTypeError) as info:
             call(out)
         assert isinstance(info.value, ta.OutputMismatchError)
         assert isinstance(info.value, TypeError)
         assert (out == 7.0).all()
     ints = np.zeros(3, np.int64)
-    with pytest.raises(CastingError):  # (NumPy's sum casts its out= unsafely: not here)
+    with pytest.raises(OutputTypeError):  # (NumPy's sum casts its out= unsafely: not here)
         ta.sum(np.ones((2, 3)), axis=0, out=ints)
-    with pytest.raises(CastingError):  # integers into bool: NumPy's sum, refused alike
+    with pytest.raises(OutputTypeError):  # integers into bool: NumPy's sum, refused alike
         ta.sum(np.ones((2, 3), np.int64), axis=0, out=np.zeros(3, bool))
-    with pytest.raises(CastingError):
+    with pytest.raises(OutputTypeError):
         ta.permute(np.ones((2, 3), np.int64), (1, 0), out=np.zeros((3, 2), bool))
 
 
