@@ -31,6 +31,9 @@ from .descriptors import Binary
 from .einsum import EinsumPlan
 from .einsum import einsum
 from .einsum import einsum_plan
+from .numpy_backend import einsum_path
+from .numpy_backend import tensordot
+from .numpy_backend import transpose
 from .descriptors import Operand
 from .descriptors import Reduce
 from .descriptors import TensorDescriptor

@@ -37,6 +37,7 @@ from .einsum_numpy import (
     check_out_cast,
     f_contiguous,
     kernel_reason,
+    mode_extents,
     numpy_dtype,
     numpy_expression,
     sublist_labels,
@@ -322,12 +323,7 @@ class EinsumPlan:
     def _plan_numpy(self, numpy_result, dtype, optimize, reason):
         """Plan NumPy's own einsum (explicit labels, a path for three or more operands)."""
         self.dtype, self.compute = numpy_result, numpy_result
-        extents = {}
-        for ms, (shape, _, _) in zip(self.modes, self._layouts, strict=True):
-            for m, e in zip(ms, shape, strict=True):
-                if extents.get(m, 1) == 1:
-                    extents[m] = e
-        self.extents = extents
+        self.extents = extents = mode_extents(self.modes, [x for x, _, _ in self._layouts])
         if len(self.modes) < 3 and not isinstance(optimize, list | tuple):
             self.path, numpy_optimize = [], optimize if optimize in NUMPY_OPTIMIZE else False
         else:

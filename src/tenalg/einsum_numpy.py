@@ -151,6 +151,20 @@ def sublist_labels(terms):
     return out
 
 
+def mode_extents(modes, shapes):
+    """Each mode's extent over all operands (an extent 1 yields to any other).
+
+    >>> mode_extents([("i", "j"), ("j",)], [(2, 1), (3,)])
+    {'i': 2, 'j': 3}
+    """
+    extents = {}
+    for ms, shape in zip(modes, shapes, strict=True):
+        for m, e in zip(ms, shape, strict=True):
+            if extents.get(m, 1) == 1:
+                extents[m] = e
+    return extents
+
+
 def numpy_expression(modes, out_modes):
     """An explicit expression in NumPy's 52 letters for bound mode tuples, or None when
     there are more than 52 distinct modes (ellipsis axes count as modes)."""

@@ -1,0 +1,177 @@
+"""ta.einsum as np.einsum's drop-in: dtypes, array-likes, keywords, casting, out=, result
+types, views, labels beyond NumPy's 52 - each compared with np.einsum itself."""
+
+import json
+
+import numpy as np
+import opt_einsum
+import pytest
+
+import tenalg as ta
+from tenalg.einsum import einsum, einsum_plan
+from tenalg.einsum_numpy import OutputTypeError
+
+FALLBACK_DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+                   np.uint64, np.bool_, np.longdouble, np.clongdouble, object]
+EXPRESSIONS = ["ij,jk->ik", "ij,jk", "ii->", "ij->i", "i,i->", "ijk,jl->kil", "...ij,...j",
+               "ij,jk,kl->il", "ii->i", "ij->ji", ",ij->ij"]
+SHAPES = {"ij,jk->ik": [(3, 4), (4, 5)], "ij,jk": [(3, 4), (4, 5)], "ii->": [(4, 4)],
+          "ij->i": [(3, 4)], "i,i->": [(5,), (5,)], "ijk,jl->kil": [(2, 3, 4), (3, 5)],
+          "...ij,...j": [(2, 3, 4), (4,)], "ij,jk,kl->il": [(2, 3), (3, 4), (4, 2)],
+          "ii->i": [(3, 3)], "ij->ji": [(2, 3)], ",ij->ij": [(), (2, 3)]}
+
+
+def _operands(expr, dtype, rng):
+    arrays = [rng.integers(-100, 100, size=s) for s in SHAPES[expr]]
+    if np.dtype(dtype).kind == "u":
+        arrays = [np.abs(a) for a in arrays]
+    return [a.astype(dtype) for a in arrays]
+
+
+def _same(got, expected):
+    assert type(got) is type(expected)
+    if isinstance(expected, np.ndarray):
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", FALLBACK_DTYPES)
+@pytest.mark.parametrize("expr", EXPRESSIONS)
+def test_every_numpy_dtype_gives_numpys_exact_result(expr, dtype):
+    """Integer arithmetic wraps around exactly as NumPy's (int8 products of +-100 do)."""
+    operands = _operands(expr, dtype, np.random.default_rng(len(expr)))
+    _same(einsum(expr, *operands), np.einsum(expr, *operands))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.bool_, object])
+def test_fallback_is_chosen_at_planning_and_explained(dtype):
+    a = np.ones((3, 3), dtype)
+    plan = einsum_plan("ij,jk,kl->il", a, a, a)
+    text = plan.explain()
+    assert "numpy.einsum" in text and "no tenalg kernel" in text
+    assert "einsum_path" in text  # three operands: NumPy runs tenalg's path pairwise
+    _same(plan(a, a, a), np.einsum("ij,jk,kl->il", a, a, a))
+    assert "GEMM" in einsum_plan("ij,jk->ik", np.ones((3, 3)), np.ones((3, 3))).explain()
+
+
+def test_array_likes_and_python_scalars():
+    _same(einsum("ij,j", [[1, 2], [3, 4]], (1, 1)), np.einsum("ij,j", [[1, 2], [3, 4]], (1, 1)))
+    x32 = np.ones((2, 2), np.float32)
+    for scalar in (-1.0, 2, 1j, np.float32(3)):
+        _same(einsum(",ij", scalar, x32), np.einsum(",ij", scalar, x32))
+    _same(einsum("i,i", [True, False], [True, True]), np.einsum("i,i", [True, False], [True, True]))
+
+
+def test_full_reductions_are_numpy_scalars():
+    a = np.arange(9.0).reshape(3, 3)
+    for expr, ops in (("ii", (a,)), ("ij,ij->", (a, a)), ("ii->", (a.astype(int),)),
+                      ("", (np.array(2.0),))):
+        got = einsum(expr, *ops)
+        _same(got, np.einsum(expr, *ops))
+        json.dumps(got.item())
+    out = np.zeros(())
+    assert einsum("ii", a, out=out) is out and out == 12.0  # with out=, out itself
+
+
+def test_views_are_writeable_where_numpys_are():
+    for dtype in (np.float64, np.int32, np.bool_, object):
+        a = np.arange(27).reshape(3, 3, 3).astype(dtype)
+        for expr in ("ijk->kji", "iij->ji", "...ii->...i", "ijk"):
+            got, expected = einsum(expr, a), np.einsum(expr, a)
+            assert got.base is expected.base and got.strides == expected.strides
+            assert got.flags.writeable
+        a.flags.writeable = False
+        assert not einsum("iij->ji", a).flags.writeable
+    view = einsum("ii->i", np.eye(3))
+    view[:] = 5.0
+    assert view.sum() == 15.0
+
+
+def test_out_equal_to_an_input_gives_numpys_answer():
+    for dtype in (np.float64, np.complex64, np.int64):
+        a = np.arange(9).reshape(3, 3).astype(dtype)
+        expected = np.einsum("ij,jk->ik", a, a)
+        b = a.copy()
+        assert einsum("ij,jk->ik", b, b, out=b) is b
+        np.testing.assert_array_equal(b, expected)
+        c = a.copy()
+        einsum("ij->ji", c, out=c)  # a transpose onto itself
+        np.testing.assert_array_equal(c, a.T)
+    square = np.ones((3, 3))
+    with pytest.raises(ta.AliasError):  # the plan layer keeps its strict rule
+        einsum_plan("ij,jk->ik", square, square)(square, square, out=square)
+
+
+def test_casting_rules_are_numpys():
+    z = 1j * np.ones((2, 3))
+    with pytest.raises(OutputTypeError) as info:
+        einsum("ij->i", z, out=np.zeros(2))
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ta.OutputMismatchError)
+    with pytest.raises(TypeError):
+        np.einsum("ij->i", z, out=np.zeros(2))
+    x = np.ones((2, 3))
+    with pytest.raises(TypeError):
+        einsum("ij->i", x, out=np.zeros(2, np.float32))
+    with pytest.raises(ta.DTypeError):  # a TypeError, as NumPy's
+        einsum("ij->i", x, dtype=np.float32)
+    for kw in (dict(out=np.zeros(2, np.float32)), dict(dtype=np.float32),
+               dict(out=np.zeros(2, np.int64)), dict(dtype=np.int16)):
+        expected = np.einsum("ij->i", x, casting="unsafe", **kw)
+        _same(einsum("ij->i", x, casting="unsafe", **kw), expected)
+    with pytest.raises(TypeError):
+        einsum("i,i", np.ones(2, np.float32), np.ones(2), casting="no")
+    with pytest.raises(ta.OperationError, match="casting"):
+        einsum("i", x[0], casting="blah")
+    with pytest.raises(OutputTypeError):
+        einsum("i", x[0], out="test")
+    # wider dtype=: computed in it, as NumPy's
+    y = np.full(4, 1 / 3, np.float32)
+    got = einsum("i,i", y, y, dtype=np.float64)
+    assert got.dtype == np.float64
+    assert got == pytest.approx(np.einsum("i,i", y, y, dtype=np.float64), rel=1e-14)
+
+
+@pytest.mark.parametrize("order", ["K", "C", "F", "A", "k", "c", "f", "a"])
+def test_order_as_numpys(order):
+    a, b = np.ones((2, 3, 5), order="F"), np.ones((4, 3), order="F")
+    for ops in ((a, b), (np.ascontiguousarray(a), b)):
+        got = einsum("...ft,mf->...mt", *ops, order=order)
+        expected = np.einsum("...ft,mf->...mt", *ops, order=order)
+        np.testing.assert_array_equal(got, expected)
+        if order.upper() != "K":
+            assert got.flags.c_contiguous == expected.flags.c_contiguous
+            assert got.flags.f_contiguous == expected.flags.f_contiguous
+    with pytest.raises(ValueError, match="order"):
+        einsum("ij", a[0], order="W")
+
+
+def test_more_than_52_labels():
+    """Beyond NumPy, as opt_einsum: unicode labels in strings, any hashable in sublists."""
+    n = 60
+    symbols = [opt_einsum.get_symbol(k) for k in range(n)]
+    vectors = [np.full(2, 0.5 + k / n) for k in range(n)]
+    expr = ",".join(symbols) + "->" + "".join(symbols[::-1][:3])
+    expected = opt_einsum.contract(expr, *vectors)
+    np.testing.assert_allclose(einsum(expr, *vectors), expected, rtol=1e-12)
+    args = [x for k, v in enumerate(vectors) for x in (v, [f"bond{k}"])]
+    got = einsum(*args, ["bond59", "bond58", "bond57"])
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    pair = einsum(np.eye(2), [("a", 1), "b"], np.eye(2), ["b", ("a", 1)], [])
+    assert pair == 2.0
+    with pytest.raises(ValueError, match="52"):  # ints keep NumPy's range and error
+        einsum(np.eye(2), [0, 52])
+
+
+def test_zero_d_out_with_optimize_follows_numpy():
+    """NumPy's optimized path writes a 0-d result into out without its casting check."""
+    a = np.ones(7)
+    out = np.array(0)
+    einsum("i,i->", a, a, out=out, optimize="optimal")
+    assert out == 7
+    with pytest.raises(TypeError):
+        einsum("i,i->", a, a, out=np.array(0), optimize=False)
+
+
+def test_object_arrays_run_python_arithmetic():
+    a = np.array([1, 2**70, 3], dtype=object)
+    assert einsum("i,i", a, a) == np.einsum("i,i", a, a) == 1 + 2**140 + 9
