@@ -11,15 +11,25 @@ import math
 
 import numpy as np
 
-from .contraction import gemm_layout
-from .descriptors import Operand, TensorDescriptor, Unary
-from .dtypes import STORAGE_TYPES, real_type, result_type, storage_type
+from .calls import (
+    KERNEL_TYPES,
+    as_array,
+    cache_key,
+    call,
+    check_cast,
+    is_one,
+    kernel_array,
+    output_array,
+    plain_ints,
+    plan_for,
+    rank0,
+    run,
+)
+from .descriptors import Unary
+from .dtypes import real_type, storage_type
 from .einsum import einsum
-from .einsum_numpy import OutputTypeError
-from .errors import DescriptorError, DTypeError, OperationError
+from .errors import DescriptorError, OperationError
 from .kernels import cpu
-from .operations import Operation
-from .plan import Plan
 from .views import diagonal, diagonals, normalize_axis
 
 __all__ = [
@@ -27,180 +37,6 @@ __all__ = [
     "inner_product", "inner_product_host", "norm", "norm_host", "partial_trace", "permute",
     "reduce", "sum", "sum_host", "to_host", "trace",
 ]
-
-
-def _array(x, what):
-    """``x`` as a NumPy array: anything ``np.asarray`` takes (scalars, lists, torch
-    tensors, objects with ``__array__``), as NumPy's own functions take them."""
-    if isinstance(x, np.ndarray):
-        return x
-    try:
-        return np.asarray(x)
-    except TypeError as exc:
-        raise DTypeError(f"{what}: cannot read a {type(x).__name__} as an array") from exc
-    except ValueError as exc:
-        raise DescriptorError(f"{what}: cannot read a {type(x).__name__} as an array: "
-                              f"{exc}") from exc
-
-
-def _output(out):
-    """``out`` checked as NumPy's ``out=`` is: an ndarray (or None)."""
-    if out is None or isinstance(out, np.ndarray):
-        return out
-    raise OutputTypeError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
-
-
-def _check_cast(result, out):
-    """Raise OutputTypeError (an OutputMismatchError and NumPy's TypeError) unless
-    ``result`` (a dtype) casts to ``out``'s dtype under NumPy's 'same_kind' rule (a
-    complex result into a real array, a float one into integers: refused); before any
-    write.  (NumPy's own sum and trace cast ``out=`` unsafely; tenalg refuses what
-    that would lose, as DESIGN's OutputMismatchError promises.)"""
-    if out is not None and not np.can_cast(result, out.dtype, "same_kind"):
-        raise OutputTypeError(f"out: cannot cast the {result} result to the out array's "
-                              f"{out.dtype} (NumPy's 'same_kind' rule)")
-
-
-def _kernel_type(dtype):
-    """Whether tenalg's kernels compute in ``dtype`` (else NumPy's routine runs)."""
-    return dtype in _KERNEL_TYPES
-
-
-_KERNEL_TYPES = frozenset(STORAGE_TYPES)  # a hash, not six comparisons
-
-
-def _kernel_array(x):
-    """Whether ``x`` is an ndarray of a type the kernels store (a fast path's test)."""
-    return type(x) is np.ndarray and x.dtype in _KERNEL_TYPES
-
-
-def _rank0(value, out):
-    """A full reduction's result as the dense layer returns it: ``out`` when given, else a
-    rank-0 array (where NumPy gives a NumPy scalar; DESIGN: results stay arrays)."""
-    return out if out is not None else np.asarray(value)
-
-
-def _layout(x):
-    return (x.shape, x.strides, x.dtype)
-
-
-def _descriptor(layout, what):
-    return TensorDescriptor.from_byte_strides(*layout, what)
-
-
-# (front end, its arguments, the layouts of a and out) -> the function that runs the call;
-# a plain dict (a hit is one lookup, no lock), emptied when full
-_CALLS = {}
-_MAX_CALLS = 1024
-
-
-def _ints(value):
-    """Whether ``value`` is None, an int or a tuple of ints or of int tuples: arguments a
-    cached call may key on, since equal keys then mean equal arguments (``True == 1`` and
-    ``1.0 == 1`` must not reach a call cached for 1)."""
-    if value is None or type(value) is int:
-        return True
-    if type(value) is not tuple:
-        return False
-    for v in value:  # a plain loop: front-end calls on small arrays are mostly overhead
-        if type(v) is not int and (type(v) is not tuple
-                                   or not all(type(w) is int for w in v)):
-            return False
-    return True
-
-
-def _labels(value):
-    """Whether ``value`` is a str or a tuple of ints and strs: mode labels a cached call
-    may key on (a list is unhashable; other labels take the uncached path)."""
-    return type(value) is str or (type(value) is tuple
-                                  and all(type(v) is int or type(v) is str for v in value))
-
-
-def _call(arrays, out, key, build, *args, scalars=None):
-    """Run a front-end call on ``arrays``: ``build(arrays, out, *args)`` (the argument
-    checks and the plan) runs once per key and layouts and returns ``(plan, select)``,
-    the plan and the index that slices ``arrays[0]`` first (None: all of it); ``key``
-    None: no caching; ``scalars`` the non-default scalars by name, if any.  A
-    module-level ``build`` and no keyword scalars where there are none: a closure per
-    call and ``**scalars`` cost an 8 x 8 transpose 1.2 of its 5.6 us."""
-    if key is None or (out is not None and type(out) is not np.ndarray):
-        plan, select = build(arrays, out, *args)
-    else:
-        if len(arrays) == 1:  # most calls: their key in one expression (0.4 us less)
-            key = (key, arrays[0].shape, arrays[0].strides, arrays[0].dtype)
-        else:
-            for x in arrays:
-                key += (x.shape, x.strides, x.dtype)
-        key += (None,) if out is None else (out.shape, out.strides, out.dtype)
-        built = _CALLS.get(key)
-        if built is None:
-            built = build(arrays, out, *args)
-            if len(_CALLS) >= _MAX_CALLS:
-                _CALLS.clear()
-            _CALLS[key] = built
-        plan, select = built
-    if select is not None:
-        arrays = (arrays[0][select], *arrays[1:])
-    if scalars is None:
-        return plan.execute(*arrays) if out is None else plan.execute_into(out, *arrays)
-    return (plan.execute(*arrays, **scalars) if out is None
-            else plan.execute_into(out, *arrays, **scalars))
-
-
-def _key(key, modes):
-    """``key`` where a cached call may key on it: hashable, its ``modes`` labels (equal
-    unaries, ops and compute types mean the same); else None."""
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key if all(map(_labels, modes)) else None
-
-
-def _unit(value):
-    """Whether a scalar is exactly 1 (a plan's default for it), as a key may say."""
-    return (type(value) is int or type(value) is float) and value == 1
-
-
-@functools.lru_cache(maxsize=1024)
-def _plan_for_layouts(kind, operands, addend, out, out_modes, options):
-    """Build (once per layout) the plan of a front-end call; arguments are hashable keys."""
-    inputs = [
-        Operand(_descriptor(layout, what), modes, unary, what)
-        for layout, modes, unary, what in operands
-    ]
-    c = None if addend is None else Operand(_descriptor(addend[0], "C"), addend[1],
-                                            addend[2], "C")
-    options = dict(options)
-    out = options.pop("out_dtype", None) if out is None else _descriptor(out, "out")
-    if kind == "contraction" and out is None:  # a layout the GEMM writes in place
-        dtypes = [x.dtype for x in inputs] + ([] if c is None else [c.dtype])
-        out = gemm_layout(inputs[0], inputs[1], out_modes, result_type(dtypes))
-    if kind in ("contraction", "reduction"):
-        operation = getattr(Operation, kind)(*inputs, c, out=out, out_modes=out_modes,
-                                             **options)
-    else:
-        operation = getattr(Operation, kind)(*inputs, out=out, out_modes=out_modes, **options)
-    return Plan(operation)
-
-
-def _plan(kind, operands, out_modes, *, addend=None, out=None, options=()):
-    """The cached plan of a front-end operation: ``operands`` are ``(array, modes, unary,
-    name)``, ``addend`` is ``(array, modes, unary)``."""
-    key_operands = tuple((_layout(x), tuple(m), u, w) for x, m, u, w in operands)
-    key_addend = None if addend is None else (_layout(addend[0]), tuple(addend[1]), addend[2])
-    key_out = None if out is None else _layout(_output(out))
-    return _plan_for_layouts(kind, key_operands, key_addend, key_out, tuple(out_modes),
-                             tuple(options))
-
-
-def _run(kind, operands, out_modes, *, addend=None, out=None, options=(), **scalars):
-    """Run a front-end operation (arguments as :func:`_plan`'s)."""
-    plan = _plan(kind, operands, out_modes, addend=addend, out=out, options=options)
-    arrays = [x for x, *_ in operands] + ([] if addend is None else [addend[0]])
-    if out is None:
-        return plan.execute(*arrays, **scalars)
-    return plan.execute_into(out, *arrays, **scalars)
 
 
 def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, out=None,
@@ -212,9 +48,9 @@ def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, out=Non
     >>> reduce(np.arange(6.0).reshape(2, 3), "ij", "i", "max").tolist()
     [2.0, 5.0]
     """
-    a = _array(a, "a")
-    addend = None if c is None else (_array(c, "c"), modes_out, Unary.IDENTITY)
-    return _run("reduction", [(a, modes_in, Unary.IDENTITY, "A")], modes_out, addend=addend,
+    a = as_array(a, "a")
+    addend = None if c is None else (as_array(c, "c"), modes_out, Unary.IDENTITY)
+    return run("reduction", [(a, modes_in, Unary.IDENTITY, "A")], modes_out, addend=addend,
                 out=out, options=(("op", op), ("compute", compute_dtype)), alpha=alpha,
                 beta=beta)
 
@@ -225,7 +61,7 @@ def _reduction_plan(a, modes_in, modes_out, out, compute_dtype, out_dtype=None):
     options = (("op", "sum"), ("compute", compute_dtype))
     if out is None and out_dtype is not None:
         options += (("out_dtype", out_dtype),)
-    return _plan("reduction", [(a, modes_in, Unary.IDENTITY, "A")], modes_out, out=out,
+    return plan_for("reduction", [(a, modes_in, Unary.IDENTITY, "A")], modes_out, out=out,
                  options=options)
 
 
@@ -247,8 +83,8 @@ def _sum_types(a, dtype, out):
     kernels do not store (integers, bool, object, longdouble) or a narrowing ``dtype=``
     (NumPy then adds in the narrow type, the kernels would not)."""
     result = a.dtype if dtype is None else np.dtype(dtype)
-    if not (_kernel_type(a.dtype) and _kernel_type(result)
-            and (out is None or _kernel_type(out.dtype))
+    if not (a.dtype in KERNEL_TYPES and result in KERNEL_TYPES
+            and (out is None or out.dtype in KERNEL_TYPES)
             and np.can_cast(a.dtype, result, "safe")):
         return None
     return result, (np.dtype(np.float64) if result in _WIDE and a.dtype != result else None)
@@ -258,9 +94,9 @@ def _numpy_sum(function, a, *args, dtype=None, out=None, **kwargs):
     """NumPy's own sum or trace (``function``) for what the kernels do not compute, an
     ``out`` of the wrong kind refused as the kernels' path refuses it (OutputTypeError)."""
     if out is not None:  # the type NumPy's sum gives, read off an empty sum
-        _check_cast(np.add.reduce(np.empty(1, a.dtype)[:0], dtype=dtype, keepdims=True).dtype,
+        check_cast(np.add.reduce(np.empty(1, a.dtype)[:0], dtype=dtype, keepdims=True).dtype,
                     out)
-    return _rank0(function(a, *args, dtype=dtype, out=out, **kwargs), out)
+    return rank0(function(a, *args, dtype=dtype, out=out, **kwargs), out)
 
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, *,  # noqa: A001 - NumPy's name
@@ -277,12 +113,12 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, *,  # noqa: A001 - N
     >>> sum([[1, 2], [3, 4]], axis=0, keepdims=True)
     array([[4, 6]])
     """
-    a = _array(a, "a")
-    if (dtype is None and not keepdims and compute_dtype is None and _ints(axis)
-            and a.dtype in _KERNEL_TYPES and (out is None or _kernel_array(out))):
+    a = as_array(a, "a")
+    if (dtype is None and not keepdims and compute_dtype is None and plain_ints(axis)
+            and a.dtype in KERNEL_TYPES and (out is None or kernel_array(out))):
         # the common call, cached whole with its checks (an 8 x 8 sum: 10 -> 5 us)
-        return _call((a,), out, ("sum", axis), _sum_plan, axis, None, a.dtype)
-    out = _output(out)
+        return call((a,), out, ("sum", axis), _sum_plan, axis, None, a.dtype)
+    out = output_array(out)
     axes = _axes(axis, a.ndim)  # checked first: NumPy's errors become tenalg's
     types = _sum_types(a, dtype, out)
     if types is None:
@@ -292,7 +128,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, *,  # noqa: A001 - N
     if keepdims and out is not None:  # the kernels write the kept axes of out
         target = out[tuple(0 if k in axes else slice(None) for k in range(a.ndim))]
     compute = compute_dtype if compute_dtype is not None else compute
-    total = _call((a,), target, ("sum", axes, result, compute), _sum_plan, axes, compute,
+    total = call((a,), target, ("sum", axes, result, compute), _sum_plan, axes, compute,
                   result)
     if keepdims and out is None:
         total = total.reshape([1 if k in axes else n for k, n in enumerate(a.shape)])
@@ -304,7 +140,7 @@ def _sum_plan(arrays, out, axis, compute_dtype, result):
     ``result``-typed output or ``out`` (which the result must cast to)."""
     a = arrays[0]
     axes = _axes(axis, a.ndim)
-    _check_cast(result, out)
+    check_cast(result, out)
     modes = tuple(range(a.ndim))
     kept = tuple(m for m in modes if m not in axes)
     return _reduction_plan(a, modes, kept, out, compute_dtype,
@@ -332,14 +168,14 @@ def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, out=None):
     >>> trace(np.arange(9).reshape(3, 3), offset=1)
     array(6)
     """
-    a = _array(a, "a")
+    a = as_array(a, "a")
     if (type(axis1) is int and type(axis2) is int and type(offset) is int and dtype is None
-            and a.dtype in _KERNEL_TYPES and (out is None or _kernel_array(out))):
+            and a.dtype in KERNEL_TYPES and (out is None or kernel_array(out))):
         pair = ((axis1, axis2),)  # the common call, cached whole with its checks
         if offset:
             a = a[_offset_index(a, pair[0], offset)]
-        return _call((a,), out, ("trace", pair), _partial_trace_plan, pair, None, a.dtype)
-    out = _output(out)
+        return call((a,), out, ("trace", pair), _partial_trace_plan, pair, None, a.dtype)
+    out = output_array(out)
     if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
         raise DescriptorError(f"offset must be an integer, got {offset!r}")
     types = _sum_types(a, dtype, out)
@@ -349,8 +185,8 @@ def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, out=None):
     result, compute = types
     pair = ((axis1, axis2),)
     a = a[_offset_index(a, pair[0], offset)] if offset else a
-    key = ("trace", pair, result, compute) if _ints(pair) else None
-    return _call((a,), out, key, _partial_trace_plan, pair, compute, result)
+    key = ("trace", pair, result, compute) if plain_ints(pair) else None
+    return call((a,), out, key, _partial_trace_plan, pair, compute, result)
 
 
 def _offset_index(a, pair, offset, axes=False):
@@ -375,16 +211,16 @@ def partial_trace(a, pairs, *, out=None):
     >>> partial_trace(np.ones((2, 3, 2)), [(0, 2)]).tolist()
     [2.0, 2.0, 2.0]
     """
-    a = _array(a, "a")
+    a = as_array(a, "a")
     try:
         pairs = tuple(tuple(p) for p in pairs)
     except TypeError:
         raise DescriptorError(f"trace pairs are pairs of axes, got {pairs!r}") from None
-    if a.dtype in _KERNEL_TYPES and (out is None or _kernel_array(out)):
-        key = ("partial_trace", pairs) if _ints(pairs) else None
-        return _call((a,), out, key, _partial_trace_plan, pairs, None, a.dtype)
+    if a.dtype in KERNEL_TYPES and (out is None or kernel_array(out)):
+        key = ("partial_trace", pairs) if plain_ints(pairs) else None
+        return call((a,), out, key, _partial_trace_plan, pairs, None, a.dtype)
     view = diagonals(a, pairs)  # survivors, then one diagonal axis per pair
-    return _numpy_sum(np.sum, view, axis=tuple(range(-len(pairs), 0)), out=_output(out))
+    return _numpy_sum(np.sum, view, axis=tuple(range(-len(pairs), 0)), out=output_array(out))
 
 
 def _partial_trace_plan(arrays, out, pairs, compute_dtype, result):
@@ -405,7 +241,7 @@ def _partial_trace_plan(arrays, out, pairs, compute_dtype, result):
         if a.shape[i] != a.shape[j]:  # trace the leading square
             index[i] = index[j] = slice(0, n)
         labels[j] = labels[i]
-    _check_cast(result, out)
+    check_cast(result, out)
     select = tuple(index) if any(s != slice(None) for s in index) else None
     kept = tuple(m for k, m in enumerate(labels) if k not in seen)
     view = a if select is None else a[select]
@@ -427,22 +263,22 @@ def permute(a, axes=None, *, alpha=None, out=None):
     array([[1, 3],
            [2, 4]])
     """
-    a, out = _array(a, "a"), _output(out)
+    a = as_array(a, "a")
     if axes is None:
         axes = tuple(range(a.ndim - 1, -1, -1))
-    if not (_kernel_type(a.dtype) and (out is None or _kernel_type(out.dtype))):
-        moved = a.transpose(_permutation(axes, a.ndim))
-        if alpha is not None:
-            moved = np.multiply(moved, alpha)
-        if out is None:
-            return np.array(moved, order="C")
-        _check_cast(moved.dtype, out)
-        np.copyto(out, moved)
-        return out
-    _check_cast(a.dtype, out)
-    key = ("permute", axes) if _ints(axes) else None
-    return _call((a,), out, key, _permute_plan, axes,
-                 scalars=None if alpha is None else {"alpha": alpha})
+    if a.dtype in KERNEL_TYPES and (out is None or kernel_array(out)):
+        key = ("permute", axes) if plain_ints(axes) else None
+        return call((a,), out, key, _permute_plan, axes,
+                     scalars=None if alpha is None else {"alpha": alpha})
+    out = output_array(out)
+    moved = a.transpose(_permutation(axes, a.ndim))
+    if alpha is not None:
+        moved = np.multiply(moved, alpha)
+    if out is None:
+        return np.array(moved, order="C")
+    check_cast(moved.dtype, out)
+    np.copyto(out, moved)
+    return out
 
 
 def _permutation(axes, ndim):
@@ -456,7 +292,8 @@ def _permutation(axes, ndim):
 def _permute_plan(arrays, out, axes):
     a = arrays[0]
     out_modes = _permutation(axes, a.ndim)
-    return _plan("permutation", [(a, range(a.ndim), Unary.IDENTITY, "A")], out_modes,
+    check_cast(a.dtype, out)
+    return plan_for("permutation", [(a, range(a.ndim), Unary.IDENTITY, "A")], out_modes,
                  out=out, options=(("order", "C"),)), None
 
 
@@ -468,7 +305,7 @@ def elementwise_binary(a, modes_a, b, modes_b, modes_out, op="add", *, alpha=1, 
     >>> elementwise_binary(np.ones((2, 3)), "ij", np.arange(3.0), "j", "ij").tolist()
     [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
     """
-    return _elementwise("elementwise_binary", (_array(a, "a"), _array(b, "b")),
+    return _elementwise("elementwise_binary", (as_array(a, "a"), as_array(b, "b")),
                         (modes_a, modes_b), (unary_a, unary_b), modes_out, (("op", op),),
                         compute_dtype, out, alpha=alpha, beta=beta)
 
@@ -483,27 +320,28 @@ def elementwise_trinary(a, modes_a, b, modes_b, c, modes_c, modes_out, op_ab="ad
     >>> elementwise_trinary(x, "ij", x, "ij", x, "ij", "ij", alpha=2, gamma=3).tolist()
     [[6.0, 6.0], [6.0, 6.0]]
     """
-    return _elementwise("elementwise_trinary", (_array(a, "a"), _array(b, "b"), _array(c, "c")),
+    arrays = (as_array(a, "a"), as_array(b, "b"), as_array(c, "c"))
+    return _elementwise("elementwise_trinary", arrays,
                         (modes_a, modes_b, modes_c), (unary_a, unary_b, unary_c), modes_out,
                         (("op_ab", op_ab), ("op_abc", op_abc)), compute_dtype, out,
                         alpha=alpha, beta=beta, gamma=gamma)
 
 
 def _elementwise(kind, arrays, modes, unaries, modes_out, ops, compute_dtype, out, **scalars):
-    """Run an elementwise front-end call through :func:`_call` (cached on :func:`_key`);
+    """Run an elementwise front-end call through :func:`call` (cached on :func:`cache_key`);
     scalars all exactly 1 (the defaults) are not passed on, so that a plan takes its
     shortest path (an 8 x 8 add 19.5 -> 13 us, NumPy 1.2)."""
-    key = _key((kind, modes, unaries, modes_out, ops, compute_dtype), (*modes, modes_out))
-    if all(map(_unit, scalars.values())):
+    key = cache_key((kind, modes, unaries, modes_out, ops, compute_dtype), (*modes, modes_out))
+    if all(map(is_one, scalars.values())):
         scalars = None
-    return _call(arrays, out, key, _elementwise_plan, kind, modes, unaries, modes_out, ops,
+    return call(arrays, out, key, _elementwise_plan, kind, modes, unaries, modes_out, ops,
                  compute_dtype, scalars=scalars)
 
 
 def _elementwise_plan(arrays, out, kind, modes, unaries, modes_out, ops, compute_dtype):
     operands = [(x, m, u, "ABC"[k])
                 for k, (x, m, u) in enumerate(zip(arrays, modes, unaries, strict=True))]
-    return _plan(kind, operands, modes_out, out=out,
+    return plan_for(kind, operands, modes_out, out=out,
                  options=(*ops, ("compute", compute_dtype))), None
 
 
@@ -515,19 +353,19 @@ def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, out=
     >>> contract(x, "ij", x, "jk", "ik").tolist()
     [[2.0, 3.0], [6.0, 11.0]]
     """
-    arrays = (_array(a, "a"), _array(b, "b")) + (() if c is None else (_array(c, "c"),))
-    key = _key(("contraction", modes_a, modes_b, modes_out, unary_a, unary_b, compute_dtype,
+    arrays = (as_array(a, "a"), as_array(b, "b")) + (() if c is None else (as_array(c, "c"),))
+    key = cache_key(("contraction", modes_a, modes_b, modes_out, unary_a, unary_b, compute_dtype,
                 c is None), (modes_a, modes_b, modes_out))
-    scalars = None if _unit(alpha) and type(beta) is int and beta == 0 else {
+    scalars = None if is_one(alpha) and type(beta) is int and beta == 0 else {
         "alpha": alpha, "beta": beta}
-    return _call(arrays, out, key, _contraction_plan, modes_a, modes_b, modes_out, unary_a,
+    return call(arrays, out, key, _contraction_plan, modes_a, modes_b, modes_out, unary_a,
                  unary_b, compute_dtype, scalars=scalars)
 
 
 def _contraction_plan(arrays, out, modes_a, modes_b, modes_out, unary_a, unary_b,
                       compute_dtype):
     addend = None if len(arrays) == 2 else (arrays[2], modes_out, Unary.IDENTITY)
-    return _plan("contraction", [(arrays[0], modes_a, unary_a, "A"),
+    return plan_for("contraction", [(arrays[0], modes_a, unary_a, "A"),
                                  (arrays[1], modes_b, unary_b, "B")],
                  modes_out, addend=addend, out=out,
                  options=(("compute", compute_dtype),)), None
@@ -535,7 +373,7 @@ def _contraction_plan(arrays, out, modes_a, modes_b, modes_out, unary_a, unary_b
 
 def inner_product(a, b):
     """``sum(conj(a) * b)`` as a rank-0 array (conjugate-linear on the left, like vdot)."""
-    a, b = _array(a, "a"), _array(b, "b")
+    a, b = as_array(a, "a"), as_array(b, "b")
     if a.shape != b.shape:
         raise DescriptorError(f"inner_product of shapes {a.shape} and {b.shape}")
     modes = tuple(range(a.ndim))
@@ -561,8 +399,8 @@ def norm(a):
     >>> norm([3, 4])
     array(5.)
     """
-    a = _array(a, "a")
-    if not _kernel_type(a.dtype):
+    a = as_array(a, "a")
+    if a.dtype not in KERNEL_TYPES:
         if a.dtype.kind not in "biu":
             return np.asarray(np.linalg.norm(a.ravel()))
         a = a.astype(np.float64)
@@ -613,7 +451,7 @@ def _squares64(x):
 
 def _max_abs(a):
     """max |a| as a Python float (NaN if any entry is NaN)."""
-    return float(_run("reduction", [(a, range(a.ndim), Unary.ABS, "A")], (),
+    return float(run("reduction", [(a, range(a.ndim), Unary.ABS, "A")], (),
                       options=(("op", "max"),))[()])
 
 
@@ -621,7 +459,7 @@ def _scaled64(a, shift):
     """``a * 2**shift`` in float64 / complex128 (exact: a power of two)."""
     wide = np.complex128 if np.iscomplexobj(a) else np.float64
     modes = range(a.ndim)
-    return _run("permutation", [(a, modes, Unary.IDENTITY, "A")], modes,
+    return run("permutation", [(a, modes, Unary.IDENTITY, "A")], modes,
                 options=(("out_dtype", np.dtype(wide)),), alpha=math.ldexp(1.0, shift))
 
 

@@ -218,7 +218,7 @@ def test_to_host():
 
 
 def test_cache_keys_only_on_exact_ints():
-    from tenalg.api import _ints
+    from tenalg.calls import plain_ints as _ints
 
     for value in (None, 1, (), (1, 0), ((0, 2), (1, 3)), (1, (2, 3))):
         assert _ints(value), value

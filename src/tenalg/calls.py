@@ -1,0 +1,191 @@
+"""Front-end calls: array-likes read as NumPy reads them, ``out=`` checked as NumPy
+checks it, and each call run through a plan cached per argument and layout.
+
+>>> import numpy as np
+>>> plan = plan_for("permutation", [(np.ones((2, 3)), "ij", "identity", "A")], "ji")
+>>> plan.execute(np.ones((2, 3))).shape
+(3, 2)
+"""
+
+import functools
+
+import numpy as np
+
+from .contraction import gemm_layout
+from .descriptors import Operand, TensorDescriptor
+from .dtypes import STORAGE_TYPES, result_type
+from .einsum_numpy import OutputTypeError
+from .errors import DescriptorError, DTypeError
+from .operations import Operation
+from .plan import Plan
+
+
+def as_array(x, what):
+    """``x`` as a NumPy array: anything ``np.asarray`` takes (scalars, lists, torch
+    tensors, objects with ``__array__``), as NumPy's own functions take them."""
+    if isinstance(x, np.ndarray):
+        return x
+    try:
+        return np.asarray(x)
+    except TypeError as exc:
+        raise DTypeError(f"{what}: cannot read a {type(x).__name__} as an array") from exc
+    except ValueError as exc:
+        raise DescriptorError(f"{what}: cannot read a {type(x).__name__} as an array: "
+                              f"{exc}") from exc
+
+
+def output_array(out):
+    """``out`` checked as NumPy's ``out=`` is: an ndarray (or None)."""
+    if out is None or isinstance(out, np.ndarray):
+        return out
+    raise OutputTypeError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
+
+
+def check_cast(result, out):
+    """Raise OutputTypeError (an OutputMismatchError and NumPy's TypeError) unless
+    ``result`` (a dtype) casts to ``out``'s dtype under NumPy's 'same_kind' rule (a
+    complex result into a real array, a float one into integers: refused); before any
+    write.  (NumPy's own sum and trace cast ``out=`` unsafely; tenalg refuses what
+    that would lose, as DESIGN's OutputMismatchError promises.)"""
+    if out is not None and not np.can_cast(result, out.dtype, "same_kind"):
+        raise OutputTypeError(f"out: cannot cast the {result} result to the out array's "
+                              f"{out.dtype} (NumPy's 'same_kind' rule)")
+
+
+# the types tenalg's kernels compute in (else NumPy's routine runs): a hash, not six
+# comparisons
+KERNEL_TYPES = frozenset(STORAGE_TYPES)
+
+
+def kernel_array(x):
+    """Whether ``x`` is an ndarray of a type the kernels store (a fast path's test)."""
+    return type(x) is np.ndarray and x.dtype in KERNEL_TYPES
+
+
+def rank0(value, out):
+    """A full reduction's result as the dense layer returns it: ``out`` when given, else a
+    rank-0 array (where NumPy gives a NumPy scalar; DESIGN: results stay arrays)."""
+    return out if out is not None else np.asarray(value)
+
+
+def _layout(x):
+    return (x.shape, x.strides, x.dtype)
+
+
+def _descriptor(layout, what):
+    return TensorDescriptor.from_byte_strides(*layout, what)
+
+
+# (front end, its arguments, the layouts of a and out) -> the function that runs the call;
+# a plain dict (a hit is one lookup, no lock), emptied when full
+_CALLS = {}
+_MAX_CALLS = 1024
+
+
+def plain_ints(value):
+    """Whether ``value`` is None, an int or a tuple of ints or of int tuples: arguments a
+    cached call may key on, since equal keys then mean equal arguments (``True == 1`` and
+    ``1.0 == 1`` must not reach a call cached for 1)."""
+    if value is None or type(value) is int:
+        return True
+    if type(value) is not tuple:
+        return False
+    for v in value:  # a plain loop: front-end calls on small arrays are mostly overhead
+        if type(v) is not int and (type(v) is not tuple
+                                   or not all(type(w) is int for w in v)):
+            return False
+    return True
+
+
+def _labels(value):
+    """Whether ``value`` is a str or a tuple of ints and strs: mode labels a cached call
+    may key on (a list is unhashable; other labels take the uncached path)."""
+    return type(value) is str or (type(value) is tuple
+                                  and all(type(v) is int or type(v) is str for v in value))
+
+
+def call(arrays, out, key, build, *args, scalars=None):
+    """Run a front-end call on ``arrays``: ``build(arrays, out, *args)`` (the argument
+    checks and the plan) runs once per key and layouts and returns ``(plan, select)``,
+    the plan and the index that slices ``arrays[0]`` first (None: all of it); ``key``
+    None: no caching; ``scalars`` the non-default scalars by name, if any.  A
+    module-level ``build`` and no keyword scalars where there are none: a closure per
+    call and ``**scalars`` cost an 8 x 8 transpose 1.2 of its 5.6 us."""
+    if key is None or (out is not None and type(out) is not np.ndarray):
+        plan, select = build(arrays, out, *args)
+    else:
+        if len(arrays) == 1:  # most calls: their key in one expression (0.4 us less)
+            key = (key, arrays[0].shape, arrays[0].strides, arrays[0].dtype)
+        else:
+            for x in arrays:
+                key += (x.shape, x.strides, x.dtype)
+        key += (None,) if out is None else (out.shape, out.strides, out.dtype)
+        built = _CALLS.get(key)
+        if built is None:
+            built = build(arrays, out, *args)
+            if len(_CALLS) >= _MAX_CALLS:
+                _CALLS.clear()
+            _CALLS[key] = built
+        plan, select = built
+    if select is not None:
+        arrays = (arrays[0][select], *arrays[1:])
+    if scalars is None:
+        return plan.execute(*arrays) if out is None else plan.execute_into(out, *arrays)
+    return (plan.execute(*arrays, **scalars) if out is None
+            else plan.execute_into(out, *arrays, **scalars))
+
+
+def cache_key(key, modes):
+    """``key`` where a cached call may key on it: hashable, its ``modes`` labels (equal
+    unaries, ops and compute types mean the same); else None."""
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key if all(map(_labels, modes)) else None
+
+
+def is_one(value):
+    """Whether a scalar is exactly 1 (a plan's default for it), as a key may say."""
+    return (type(value) is int or type(value) is float) and value == 1
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan_for_layouts(kind, operands, addend, out, out_modes, options):
+    """Build (once per layout) the plan of a front-end call; arguments are hashable keys."""
+    inputs = [
+        Operand(_descriptor(layout, what), modes, unary, what)
+        for layout, modes, unary, what in operands
+    ]
+    c = None if addend is None else Operand(_descriptor(addend[0], "C"), addend[1],
+                                            addend[2], "C")
+    options = dict(options)
+    out = options.pop("out_dtype", None) if out is None else _descriptor(out, "out")
+    if kind == "contraction" and out is None:  # a layout the GEMM writes in place
+        dtypes = [x.dtype for x in inputs] + ([] if c is None else [c.dtype])
+        out = gemm_layout(inputs[0], inputs[1], out_modes, result_type(dtypes))
+    if kind in ("contraction", "reduction"):
+        operation = getattr(Operation, kind)(*inputs, c, out=out, out_modes=out_modes,
+                                             **options)
+    else:
+        operation = getattr(Operation, kind)(*inputs, out=out, out_modes=out_modes, **options)
+    return Plan(operation)
+
+
+def plan_for(kind, operands, out_modes, *, addend=None, out=None, options=()):
+    """The cached plan of a front-end operation: ``operands`` are ``(array, modes, unary,
+    name)``, ``addend`` is ``(array, modes, unary)``."""
+    key_operands = tuple((_layout(x), tuple(m), u, w) for x, m, u, w in operands)
+    key_addend = None if addend is None else (_layout(addend[0]), tuple(addend[1]), addend[2])
+    key_out = None if out is None else _layout(output_array(out))
+    return _plan_for_layouts(kind, key_operands, key_addend, key_out, tuple(out_modes),
+                             tuple(options))
+
+
+def run(kind, operands, out_modes, *, addend=None, out=None, options=(), **scalars):
+    """Run a front-end operation (arguments as :func:`plan_for`'s)."""
+    plan = plan_for(kind, operands, out_modes, addend=addend, out=out, options=options)
+    arrays = [x for x, *_ in operands] + ([] if addend is None else [addend[0]])
+    if out is None:
+        return plan.execute(*arrays, **scalars)
+    return plan.execute_into(out, *arrays, **scalars)
