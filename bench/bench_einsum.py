@@ -114,8 +114,26 @@ def _overhead():
     return Workload("einsum-overhead-ij,jk->ik-8x8-f64", "einsum", setup, quick=True)
 
 
+def _fallback(name, expr, shapes, dtype, *, quick=False):
+    """A dtype without tenalg kernels (int64, bool): the plan runs NumPy's own einsum
+    (exact wraparound), so it races np.einsum itself; numbers 0-2 as a network's counts."""
+
+    def setup():
+        rng = np.random.default_rng(0)
+        arrays = [rng.integers(0, 3, size=s).astype(dtype) for s in shapes]
+        plan = einsum_plan(expr, *arrays)
+        return {
+            "tenalg": partial(einsum, expr, *arrays),
+            "tenalg-plan": partial(plan, *arrays),
+            "numpy": partial(np.einsum, expr, *arrays),
+            "numpy-opt": partial(np.einsum, expr, *arrays, optimize=True),
+        }
+
+    return Workload(name, "einsum", setup, quick=quick)
+
+
 def workloads():
-    """The workloads of issue 4."""
+    """The workloads of issues 4 and 32 (the fallback dtypes)."""
     f32, f64 = np.float32, np.float64
     n = 32
     return [
@@ -136,4 +154,11 @@ def workloads():
         _half("einsum-ik,kj->ij-1024-f16", np.float16),
         _half("einsum-ik,kj->ij-1024-bf16", bfloat16),
         _overhead(),
+        _fallback("einsum-ij,jk->ik-256-i64", "ij,jk->ik", [(256, 256)] * 2, np.int64,
+                  quick=True),
+        _fallback("einsum-ij,jk,kl->il-200x20-i64", "ij,jk,kl->il",
+                  [(200, 20), (20, 200), (200, 20)], np.int64),
+        _fallback("einsum-ij,jk->ik-256-bool", "ij,jk->ik", [(256, 256)] * 2, np.bool_,
+                  quick=True),
+        _fallback("einsum-overhead-ij->-8x8-i64", "ij->", [(8, 8)], np.int64, quick=True),
     ]
