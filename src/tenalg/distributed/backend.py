@@ -11,6 +11,8 @@ with identity or conjugate unaries, lowered to :mod:`tenalg.distributed.dense`.
 ...                             "ij"), out_modes="j")
 >>> BACKEND.supports(op, "dask"), run_operation(op, [x]).compute().tolist()
 (True, [4.0, 4.0, 4.0])
+>>> BACKEND.prepare(op).execute([x], {"alpha": 2}).compute().tolist()
+[8.0, 8.0, 8.0]
 """
 
 import dask.array as da  # optional dependency: imported only in tenalg.distributed
@@ -57,6 +59,37 @@ def run_operation(operation, arrays, *, alpha=1, beta=0, addend=None, memory_lim
     return result.astype(np.dtype(operation.output.dtype), copy=False)
 
 
+class DaskRunner:
+    """The runner of one operation (the seam's protocol): ``execute`` gives a lazy Dask
+    array; ``run`` computes into a NumPy ``out``."""
+
+    reason = "operands are Dask arrays"
+
+    def __init__(self, operation):
+        self.operation = operation
+
+    def execute(self, arrays, scalars=None):
+        return run_operation(self.operation, list(arrays[: len(self.operation.inputs)]),
+                             addend=_addend(self.operation, arrays), **(scalars or {}))
+
+    def run(self, out, arrays, scalars=None):
+        out[...] = self.execute(arrays, scalars).compute()
+        return out
+
+    def execute_into(self, out, arrays, scalars=None):
+        if isinstance(out, da.Array):
+            raise OperationError("a Dask array cannot be written in place; use execute")
+        return self.run(out, arrays, scalars)
+
+    def explain(self):
+        return [f"dask: {self.operation.kind} as blockwise tenalg kernels on NumPy blocks, "
+                f"chunks from a per-task memory model (tenalg.distributed)"]
+
+
+def _addend(operation, arrays):
+    return arrays[len(operation.inputs)] if len(arrays) > len(operation.inputs) else None
+
+
 class DaskBackend:
     """The backend object of the seam: ``name``, ``supports``, ``prepare``."""
 
@@ -65,15 +98,8 @@ class DaskBackend:
     def supports(self, operation, kind):
         return kind == "dask" and operation.kind in KINDS
 
-    def prepare(self, operation):
-        if operation.kind not in KINDS:
-            return None
-
-        def runner(*arrays, alpha=1, beta=0, addend=None, memory_limit=None):
-            return run_operation(operation, arrays, alpha=alpha, beta=beta, addend=addend,
-                                 memory_limit=memory_limit)
-
-        return runner
+    def prepare(self, operation, chosen=False):
+        return DaskRunner(operation) if operation.kind in KINDS else None
 
 
 BACKEND = DaskBackend()

@@ -26,12 +26,12 @@ every tile's task has finished: an error (a worker lost for good, a bad argument
 import uuid
 
 import numpy as np
-from distributed import wait  # optional dependency: imported only in tenalg.distributed
 
 from .. import tt
 from ..errors import OperationError
 from ..tt.train import LazySum
 from . import measure, stencil  # measure: registers the byte sizes of trains on workers
+from .futures import first_failure
 
 _ = measure
 
@@ -172,15 +172,14 @@ class DistributedPack:
 
     def _finished(self, futures, what):
         """Wait for every future; raise PackOperationError (naming the tile) if any failed."""
-        wait(futures)
-        for i, f in enumerate(futures):
-            if f.status != "finished":
-                error = f.exception() if f.status == "error" else None
-                for g in futures:
-                    g.cancel()
-                raise PackOperationError(
-                    f"{what} failed on tile {i} (blocks {self.tiles[i][0]}.."
-                    f"{self.tiles[i][-1]}): {error!r}; the pack was left as it was") from error
+        failure = first_failure(futures)
+        if failure is not None:
+            i, error = failure[0] % len(self.tiles), failure[1]
+            for g in futures:
+                g.cancel()
+            raise PackOperationError(
+                f"{what} failed on tile {i} (blocks {self.tiles[i][0]}.."
+                f"{self.tiles[i][-1]}): {error!r}; the pack was left as it was") from error
         return futures
 
     def _like(self, parts):
@@ -219,15 +218,15 @@ class DistributedPack:
         """Round every train in place to its own ranks; grid[var][block] of infos."""
         both = self._finished(self._submit(_round, self.parts, extra=(eps, max_rank, method)),
                               "round_")
-        return self._commit_with_infos(both)
+        return self._commit_with_infos(both, "round_")
 
-    def _commit_with_infos(self, both):
+    def _commit_with_infos(self, both, what):
         homes = self.workers
         parts = [self.client.submit(_first, f, workers=[w], allow_other_workers=True)
                  for f, w in zip(both, homes, strict=True)]
         infos = [self.client.submit(_second, f, workers=[w], allow_other_workers=True)
                  for f, w in zip(both, homes, strict=True)]
-        self._finished(parts + infos, "round_")
+        self._finished(parts + infos, what)
         out = [[None] * self.nblocks for _ in range(self.nvars)]
         for tile, grid in zip(self.tiles, self.client.gather(infos), strict=True):
             for v in range(self.nvars):
@@ -283,6 +282,6 @@ class DistributedPack:
                 for p, tile, w, blocks, futures in zip(self.parts, self.tiles, homes,
                                                        ghost_blocks, ghost_parts, strict=True)]
         self._finished(both, "stencil_")
-        infos = self._commit_with_infos(both)
+        infos = self._commit_with_infos(both, "stencil_")
         self.last_tasks += tasks + len(both)
         return infos

@@ -25,10 +25,10 @@ import math
 import operator
 
 import numpy as np
-from distributed import wait  # optional dependency: imported only in tenalg.distributed
 
 from .. import tt
 from ..errors import OperationError
+from .futures import first_failure
 
 
 def _split(n, parts):
@@ -196,10 +196,9 @@ class DistributedTrain:
                         for p in range(nw)]
             cores[k + 1] = [self._on(p, _times_left, sv, g) for p, g in enumerate(cores[k + 1])]
         flat = [f for row in cores for f in row]
-        wait(flat)
-        failed = [f for f in flat if f.status != "finished"]
-        if failed:
-            raise OperationError(f"distributed rounding failed: {failed[0].exception()!r}")
+        failure = first_failure(flat)
+        if failure is not None:
+            raise OperationError(f"distributed rounding failed: {failure[1]!r}") from failure[1]
         shapes = self.client.gather([self._on(0, np.shape, row[0]) for row in cores])
         dims = [sum(b - a for a, b in split) for split in self.splits]
         out = DistributedTrain(self.client, cores, self.splits, self.workers,

@@ -1,0 +1,257 @@
+"""Distributed workloads (group "distributed"), each on 1 and on 2 workers of a
+LocalCluster the bench starts (processes, one thread each, BLAS on one thread).
+
+- W1 ``dist-train-round``: one train, d = 8, n = 2^14, ranks 32 rounded to 16, float64
+  (about 1 GB; n = 2^10 under --quick), TSQR rounding over the workers.
+- W2 ``dist-pack``: 8192 trains (d 6, n 16, rank 8) on a (var, block) grid of 8 variables
+  and a 32 x 32 mesh of blocks (512 trains, 2 variables on 16 x 16, under --quick): add +
+  round, and a stencil step.
+- W3 ``dist-einsum-10053``: the shapes of dask issue 10053, ``aijkl,amnop->ijklmnop`` with
+  the contracted batch axis a in 4 chunks, tenalg against ``dask.array.einsum``.
+
+Engines: ``tenalg`` runs on 2 workers, ``1-worker`` the same on 1 (so the runner's
+speed-up is that of 2 workers over 1); W3 adds ``dask-einsum`` (2 workers) and
+``dask-einsum-1w``. ``python -m tenalg.bench.bench_distributed [--quick]`` prints the
+full table: time, speed-up, bytes moved between workers, tasks per operation and peak
+memory growth per worker.
+
+>>> [w.name for w in workloads()][:1]
+['dist-train-round-d8-n16384-r32-16']
+"""
+
+import atexit
+import functools
+import statistics
+import sys
+import time
+
+from tenalg import tt
+
+from .registry import Skip, Workload
+
+BLAS_ONE = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "NUMBA_NUM_THREADS": "1"}
+_CLUSTERS = {}
+
+
+def client(nworkers):
+    """The bench's client of a LocalCluster of ``nworkers`` processes (started once)."""
+    if nworkers not in _CLUSTERS:
+        try:
+            import distributed  # optional dependency (tenalg[distributed]), loaded lazily
+        except ImportError as error:
+            raise Skip("dask.distributed is not installed") from error
+        cluster = distributed.LocalCluster(n_workers=nworkers, threads_per_worker=1,
+                                           processes=True, dashboard_address=None,
+                                           env=BLAS_ONE, silence_logs=40)
+        c = distributed.Client(cluster, set_as_default=False)
+        _CLUSTERS[nworkers] = (cluster, c)
+        atexit.register(_close, nworkers)
+    return _CLUSTERS[nworkers][1]
+
+
+def _close(nworkers):
+    cluster, c = _CLUSTERS.pop(nworkers, (None, None))
+    if c is not None:
+        c.close()
+        cluster.close()
+
+
+def _tad():
+    try:
+        import tenalg.distributed as tad  # optional dependency, loaded lazily
+    except ImportError as error:
+        raise Skip("tenalg[distributed] is not installed") from error
+    return tad
+
+
+# -- W1 --------------------------------------------------------------------------------
+def _w1_sizes(quick):
+    return (8, 2 ** 10 if quick else 2 ** 14, 32, 16)
+
+
+def _w1_ops(nworkers, quick):
+    """(operation, after-call accounting) of W1 on ``nworkers``."""
+    tad = _tad()
+    d, n, r, rr = _w1_sizes(quick)
+    c = client(nworkers)
+    x = tad.DistributedTrain.random(c, (n,) * d, r, seed=0)
+    c.gather([c.submit(len, f) for row in x.parts for f in row])  # slices made before timing
+    state = {"x": x}
+
+    def op():
+        y = x.round(1e-12, max_rank=rr)
+        state["tasks"] = y.last_tasks
+        return y.ranks
+
+    return op, state, d * n * r * r * 8
+
+
+def _w1(quick):
+    d, n, r, rr = _w1_sizes(quick)
+
+    def setup():
+        return {"tenalg": _w1_ops(2, quick)[0], "1-worker": _w1_ops(1, quick)[0]}
+
+    return Workload(f"dist-train-round-d{d}-n{n}-r{r}-{rr}", "distributed", setup,
+                    compare=False, quick=quick)
+
+
+# -- W2 --------------------------------------------------------------------------------
+def _w2_sizes(quick):
+    return (2, (16, 16)) if quick else (8, (32, 32))
+
+
+def _random_train(seed, var, block):
+    return tt.random((16,) * 6, 8, rng=seed * 1_000_003 + 7919 * var + block)
+
+
+def _w2_ops(nworkers, quick):
+    """{name: operation} of W2 on ``nworkers`` and the state they share."""
+    tad = _tad()
+    nvars, mesh = _w2_sizes(quick)
+    c = client(nworkers)
+    nblocks = mesh[0] * mesh[1]
+    a, b = (tad.DistributedPack.generate(c, functools.partial(_random_train, s), nvars,
+                                         nblocks, mesh=mesh) for s in (1, 2))
+    a.norm(), b.norm()  # trains built on their workers before timing
+    state = {}
+
+    def add_round():
+        s = a.add(b)
+        s.round_(1e-8, max_rank=8)
+        state["tasks"] = 1 + s.last_tasks
+        return s
+
+    def stencil():
+        a.stencil_(0.1, 1e-8, max_rank=8)
+        state["tasks"] = a.last_tasks
+        return a
+
+    return {"add-round": add_round, "stencil": stencil}, state
+
+
+def _w2(kind, quick):
+    nvars, mesh = _w2_sizes(quick)
+
+    def setup():
+        return {"tenalg": _w2_ops(2, quick)[0][kind], "1-worker": _w2_ops(1, quick)[0][kind]}
+
+    count = nvars * mesh[0] * mesh[1]
+    return Workload(f"dist-pack-{count}-d6-n16-r8-{kind}", "distributed", setup,
+                    compare=False, quick=quick)
+
+
+# -- W3 --------------------------------------------------------------------------------
+def _w3_sizes(quick):
+    return (256, 6) if quick else (1024, 8)  # N, D; 4 chunks of N, 2 of each D
+
+
+def _w3_ops(nworkers, quick):
+    """{engine: operation} of W3 (tenalg and dask.array.einsum) on ``nworkers``."""
+    tad = _tad()
+    import dask.array as da  # optional dependency, loaded lazily
+
+    n, d = _w3_sizes(quick)
+    c = client(nworkers)
+    chunks = (n // 4, d // 2, d // 2, d // 2, d // 2)
+    a = c.persist(da.random.default_rng(0).random((n, d, d, d, d), chunks=chunks))
+    b = c.persist(da.random.default_rng(1).random((n, d, d, d, d), chunks=chunks))
+    expr = "aijkl,amnop->ijklmnop"
+    state = {}
+    limit = tad.memory_limit_of(min(w["memory_limit"] for w in
+                                    c.scheduler_info()["workers"].values()))
+
+    def run(make):
+        y = make()
+        state["tasks"] = len(y.__dask_graph__()) - len(a.__dask_graph__()) - \
+            len(b.__dask_graph__())
+        y = c.persist(y)
+        c.gather(c.compute(y.map_blocks(lambda b: b[:0, :0], dtype=y.dtype).sum()))
+        del y
+        return None
+
+    return {"tenalg": functools.partial(run, lambda: tad.einsum(expr, a, b,
+                                                                memory_limit=limit)),
+            "dask-einsum": functools.partial(run, lambda: da.einsum(expr, a, b))}, state
+
+
+def _w3(quick):
+    n, d = _w3_sizes(quick)
+
+    def setup():
+        two, one = _w3_ops(2, quick)[0], _w3_ops(1, quick)[0]
+        return {"tenalg": two["tenalg"], "1-worker": one["tenalg"],
+                "dask-einsum": two["dask-einsum"], "dask-einsum-1w": one["dask-einsum"]}
+
+    return Workload(f"dist-einsum-10053-N{n}-D{d}", "distributed", setup, compare=False,
+                    quick=quick)
+
+
+def workloads():
+    """The distributed workloads of issue 30 (the --quick sizes are separate workloads)."""
+    return [_w1(False), _w2("add-round", False), _w2("stencil", False), _w3(False),
+            _w1(True), _w2("add-round", True), _w2("stencil", True), _w3(True)]
+
+
+# -- the full table ----------------------------------------------------------------------
+def _measure(c, fn, state, repeats):
+    """(median seconds, bytes moved, tasks, largest peak memory growth of a worker) of
+    ``fn`` after one untimed call."""
+    from tenalg.distributed.measure import PeakMemory, bytes_moved
+
+    fn()
+    times, moved = [], []
+    with PeakMemory(c) as memory:
+        for _ in range(repeats):
+            before = bytes_moved(c)
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+            moved.append(bytes_moved(c) - before)
+    return (statistics.median(times), int(statistics.median(moved)), state.get("tasks"),
+            max(memory.growth.values()))
+
+
+def table(quick=False, repeats=3):
+    """Rows (workload, engine, workers, seconds, speed-up over 1 worker, bytes moved,
+    tasks, peak memory growth per worker in bytes)."""
+    rows = []
+
+    def add(name, engine, ops):
+        one = None
+        for nworkers in (1, 2):
+            fn, state = ops(nworkers)
+            seconds, moved, tasks, memory = _measure(client(nworkers), fn, state, repeats)
+            one = seconds if nworkers == 1 else one
+            rows.append((name, engine, nworkers, seconds, one / seconds, moved, tasks, memory))
+
+    d, n, r, rr = _w1_sizes(quick)
+    add(f"W1 round d{d} n{n} r{r}->{rr}", "tenalg",
+        lambda k: _w1_ops(k, quick)[:2])
+    nvars, mesh = _w2_sizes(quick)
+    for kind in ("add-round", "stencil"):
+        add(f"W2 {nvars * mesh[0] * mesh[1]} trains {kind}", "tenalg",
+            lambda k, kind=kind: (lambda ops: (ops[0][kind], ops[1]))(_w2_ops(k, quick)))
+    n3, d3 = _w3_sizes(quick)
+    for engine in ("tenalg", "dask-einsum"):
+        add(f"W3 10053 N{n3} D{d3}", engine,
+            lambda k, e=engine: (lambda ops: (ops[0][e], ops[1]))(_w3_ops(k, quick)))
+    return rows
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    quick = "--quick" in argv
+    print(f"{'workload':30} {'engine':12} {'workers':>7} {'time':>10} {'vs 1w':>6} "
+          f"{'moved':>11} {'tasks':>6} {'peak mem/worker':>16}")
+    for name, engine, k, seconds, speedup, moved, tasks, memory in table(quick):
+        print(f"{name:30} {engine:12} {k:7d} {seconds * 1e3:8.1f}ms {speedup:5.2f}x "
+              f"{moved / 1e6:9.3f}MB {tasks if tasks is not None else '-':>6} "
+              f"{memory / 2**20:13.1f}MiB")
+    for k in list(_CLUSTERS):
+        _close(k)
+
+
+if __name__ == "__main__":
+    main()
