@@ -24,7 +24,11 @@ import numpy as np
 # the colours left, in the order they first appear.
 COLOURS = {"tenalg": "#1f77b4", "tenalg-plan": "#17becf", "numpy": "#ff7f0e",
            "torch": "#9467bd", "scipy": "#2ca02c"}
-SPARE = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#2ca02c", "#d62728")
+# then tab20's and tab20b's (red is left out: it marks suspect rows)
+SPARE = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#2ca02c", "#aec7e8", "#ffbb78",
+         "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5",
+         "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#5254a3", "#8ca252",
+         "#bd9e39", "#ad494a", "#a55194")
 SPEEDUP_CLIP = 30.0  # speed-ups beyond 1/30 .. 30 are drawn at the edge, their value written
 FRACTION_CLIP = 1.5  # fractions above it likewise
 FRACTION_NOTE = (
@@ -33,9 +37,9 @@ FRACTION_NOTE = (
     "of work, measured in the same run: read or copy bandwidth (in the workload's own "
     "rounds), GEMM peak. 1 = as fast as the hardware allows; above 1 the data came from "
     "the caches. Rows without a limit time fixed costs: read their speed-up.")
-SPEEDUP_NOTE = ("tenalg's speed-up: the baseline's median time / tenalg's, bar coloured "
-                "as the baseline; > 1: tenalg is faster. Hatched: tenalg-plan (a prebuilt "
-                "plan) instead of the front end.")
+SPEEDUP_NOTE = ("tenalg's speed-up: the baseline's median time / tenalg's, the bar in the "
+                "baseline's colour; > 1: tenalg is faster. Hatched: another tenalg engine than "
+                "the front end (tenalg-plan, a prebuilt plan; a method), named on the bar.")
 
 
 def colours(results):
@@ -101,7 +105,7 @@ def draw(path, results, limits, title="tenalg bench"):
                                                   "or other load; see the table)"))
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6),
                fontsize=9, frameon=False)
-    fig.suptitle(textwrap.fill(title, 150), fontsize=11)
+    fig.suptitle(textwrap.fill(title, 120), fontsize=11)
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
@@ -114,14 +118,19 @@ def _speedup_bars(axes, slots, speedups, palette):
                   color=palette[baseline], hatch="//" if engine != "tenalg" else None,
                   edgecolor="white" if engine != "tenalg" else None)
         clipped = shown != value
-        text = _times(value) + (" (clipped)" if clipped else "") + f" vs {baseline}"
-        inside = clipped or abs(np.log(shown)) > np.log(SPEEDUP_CLIP) * 0.6
-        x = shown if not inside else (shown / 1.08 if shown >= 1 else shown * 1.08)
-        ha = ("left" if shown >= 1 else "right") if not inside else (
-            "right" if shown >= 1 else "left")
+        text = ("" if engine == "tenalg" else f"{engine}: ") + _times(value) + (
+            " (clipped)" if clipped else "") + f" vs {baseline}"
+        # a slower bar's value goes right of the 1 line (room there); a faster one's at its
+        # end, or inside it near the edge
+        inside = shown >= 1 and (clipped or np.log(shown) > np.log(SPEEDUP_CLIP) * 0.6)
+        x = 1.0 if shown < 1 else shown / 1.08 if inside else shown
+        ha = "right" if inside else "left"
         axes.text(x, slot, f" {text} ", va="center", ha=ha, fontsize=7,
-                  color="white" if inside else "black",
-                  fontweight="bold" if clipped else None)
+                  fontweight="bold" if clipped else None, bbox=_INSIDE if inside else None)
+
+
+# a value written inside its bar: on a pale box, readable on any bar colour
+_INSIDE = {"boxstyle": "square,pad=0.1", "facecolor": "white", "alpha": 0.75, "linewidth": 0}
 
 
 def _times(value):
@@ -131,7 +140,8 @@ def _times(value):
 
 def _fraction_bars(axes, slots, fractions, palette, result):
     if not fractions:
-        axes.text(0.02, slots[0], "no limit: an overhead workload (read its speed-up)",
+        axes.text(0.02, slots[0], "no limit: fixed costs, or a loop of several operations "
+                  "(read its speed-up)",
                   va="center", fontsize=7, color="#777777", style="italic")
         return
     for slot, (engine, value) in zip(slots, fractions, strict=False):
@@ -141,7 +151,7 @@ def _fraction_bars(axes, slots, fractions, palette, result):
         text = f"{value:.2f} {engine}" + (" (clipped)" if clipped else "")
         axes.text(shown if not clipped else shown - 0.02, slot, f" {text} ", va="center",
                   ha="left" if not clipped else "right", fontsize=7,
-                  color="white" if clipped else "black")
+                  fontweight="bold" if clipped else None, bbox=_INSIDE if clipped else None)
     axes.text(FRACTION_CLIP, slots[0] - 0.5, f"{result.workload.limit} ", ha="right",
               va="top", fontsize=6, color="#777777")
 
@@ -154,7 +164,7 @@ def _frame_speedups(axes):
     axes.minorticks_off()
     axes.axvline(1.0, color="black", linewidth=0.8)
     axes.set_xlabel("tenalg's speed-up (log scale; < 1 slower, > 1 faster)")
-    axes.set_title(textwrap.fill(SPEEDUP_NOTE, 95), fontsize=9, loc="left")
+    axes.set_title(textwrap.fill(SPEEDUP_NOTE, 80), fontsize=8, loc="left")
     axes.grid(axis="x", which="major", color="#dddddd", linewidth=0.6)
     axes.set_axisbelow(True)
 
@@ -163,6 +173,6 @@ def _frame_fractions(axes):
     axes.set_xlim(0, FRACTION_CLIP)
     axes.axvline(1.0, color="black", linewidth=0.8)
     axes.set_xlabel("fraction of the machine's limit (1 = the hardware's limit)")
-    axes.set_title(textwrap.fill(FRACTION_NOTE, 95), fontsize=9, loc="left")
+    axes.set_title(textwrap.fill(FRACTION_NOTE, 80), fontsize=8, loc="left")
     axes.grid(axis="x", color="#dddddd", linewidth=0.6)
     axes.set_axisbelow(True)

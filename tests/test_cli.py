@@ -96,7 +96,7 @@ def test_bench_groups_are_the_registrys(capsys):
     assert GROUPS == registry.GROUPS
     assert main(["bench", "--list", "--group", "mixed"]) == 0
     listed = capsys.readouterr().out.splitlines()
-    assert listed and all("(mixed, quick)" in line for line in listed)
+    assert listed and all("(mixed" in line for line in listed)
     with pytest.raises(SystemExit):
         main(["bench", "--group", "no-such-group"])
 
