@@ -43,12 +43,16 @@ False
 """
 
 import contextlib
+import importlib
 import threading
+
+import numpy as np
 
 from .errors import OperationError
 
 _BACKENDS = []
 _LOCK = threading.Lock()
+_FRONT_ENDS = {}  # array kind -> the module whose NumPy-named functions take such arrays
 
 
 def register(backend, *, first=False, before=None):
@@ -105,12 +109,44 @@ def array_kind(x):
     return type(x).__module__.partition(".")[0]
 
 
+def register_front_end(kind, module):
+    """Arrays of ``kind`` given to tenalg's NumPy-named front ends (``ta.einsum``,
+    ``ta.sum``, ...) go to the functions of the same names in ``module`` (a module name,
+    imported on first use: such modules hold optional dependencies, Dask's for "dask").
+    Importing it is also what registers its backends."""
+    _FRONT_ENDS[kind] = module
+
+
+def foreign_kind(operands):
+    """The kind of the first of ``operands`` that a registered front end takes (not a
+    NumPy array, not a scalar), or None: the front ends' one check, a type test per
+    operand for NumPy arrays.
+
+    >>> foreign_kind([np.ones(2), 1.0]) is None
+    True
+    """
+    for x in operands:
+        if type(x) is np.ndarray:
+            continue
+        kind = array_kind(x)
+        if kind in _FRONT_ENDS:
+            return kind
+    return None
+
+
+def front_end(kind):
+    """The module that implements the NumPy-named front ends for arrays of ``kind``."""
+    return importlib.import_module(_FRONT_ENDS[kind])  # optional dependency: loaded lazily
+
+
 def choose(operation, kind, backend="auto"):
     """(backend name, runner, reason) for ``operation`` on arrays of ``kind``.
 
     ``backend`` is "auto" (the first registered backend with a runner), a backend's name
     or a backend object (that one, which must support the operation).
     """
+    if kind in _FRONT_ENDS:
+        front_end(kind)  # its backends register themselves when it is first imported
     if backend == "auto":
         declined = []
         for candidate in registered():

@@ -20,3 +20,6 @@ from .reference import ReferenceBackend
 
 for _backend in (BlasBackend(), CpuBackend(), DirectBackend(), ReferenceBackend()):
     seam.register(_backend)
+# Dask arrays go to tenalg.distributed (the extra tenalg[distributed]), which registers
+# the "dask" backend when it is first imported
+seam.register_front_end("dask", "tenalg.distributed")
