@@ -5,12 +5,15 @@ turns: a (32,)^4 float64 permutation (0, 2, 1, 3) right after a 1024^2 ``np.matm
 and alone (the pools' threads spin after a call on the cores that the other pool needs
 next), and a (64,)^4 float32 partial trace over axes (1, 3) beside ``np.trace`` and
 tenalg's own serial kernel, with ``load`` busy processes on the machine (a kernel split
-evenly over the cores waits for the thread that the OS deschedules).
+evenly over the cores waits for the thread that the OS deschedules).  The "free cores"
+steps run tenalg on one thread where :func:`tenalg.pools.free_cores` finds one core or
+none free (the policy the kernels' thread control takes).
 
 ``python -m tenalg.bench.pools`` prints median, 95th percentile and mean per step;
 ``--load N`` starts N busy processes first; ``--env`` runs every setting of
-:data:`SETTINGS` in a child process of its own (thread-pool settings are read when a
-library loads, so only a fresh process can try them).
+:data:`SETTINGS` in a child process of its own, twice, alternating (thread-pool settings
+are read when a library loads, so only a fresh process can try them; NumPy's OpenBLAS
+loads before tenalg here, so the children get the settings in their environment).
 
 >>> sorted(steps(rounds=1, calls=2, n=4, size=8, gemm_n=16))[:3]
 ['gemm after permutes', 'gemm alone', 'partial_trace numpy']
@@ -28,17 +31,15 @@ import numpy as np
 
 import tenalg as ta
 from tenalg.kernels.cpu import one_thread
+from tenalg.pools import SPINS, free_cores
 
 from .load import busy
 
 # environments tried by --env: each one pool setting read when its library loads
 SETTINGS = {
-    "default": {},
-    "openblas timeout 2^4 cycles": {"OPENBLAS_THREAD_TIMEOUT": "4"},
-    "gomp no spin": {"OMP_WAIT_POLICY": "passive"},
-    "numba workqueue": {"NUMBA_THREADING_LAYER": "workqueue"},
-    "openblas 2^4 + gomp no spin": {"OPENBLAS_THREAD_TIMEOUT": "4",
-                                    "OMP_WAIT_POLICY": "passive"},
+    "the libraries' spins": {"GOMP_SPINCOUNT": "300000", "OPENBLAS_THREAD_TIMEOUT": "28"},
+    "tenalg's spins (tenalg.pools)": SPINS,
+    "numba workqueue, tenalg's spins": {"NUMBA_THREADING_LAYER": "workqueue", **SPINS},
 }
 
 
@@ -61,8 +62,20 @@ def steps(rounds=20, calls=20, n=32, size=64, gemm_n=1024):
         with one_thread():
             return ta.partial_trace(t, [(1, 3)])
 
+    def on_free_cores(fn):
+        """``fn`` on no more threads than the cores free now (tenalg.pools.free_cores)."""
+        def call():
+            if free_cores() > 1:
+                return fn()
+            with one_thread():
+                return fn()
+        return call
+
+    permute = on_free_cores(lambda: ta.permute(a, (0, 2, 1, 3)))
     traces = {"partial_trace tenalg": lambda: ta.partial_trace(t, [(1, 3)]),
               "partial_trace tenalg one thread": serial_trace,
+              "partial_trace tenalg free cores": on_free_cores(
+                  lambda: ta.partial_trace(t, [(1, 3)])),
               "partial_trace numpy": lambda: np.trace(t, axis1=1, axis2=3)}
     for fn in (lambda: ta.permute(a, (0, 2, 1, 3)), *traces.values()):
         fn()  # compile (or load), fault the pages in
@@ -70,6 +83,9 @@ def steps(rounds=20, calls=20, n=32, size=64, gemm_n=1024):
         timed("gemm alone", lambda: np.matmul(g, g))
         for _ in range(calls):
             timed("permute after gemm", lambda: ta.permute(a, (0, 2, 1, 3)))
+        np.matmul(g, g)
+        for _ in range(calls):
+            timed("permute after gemm, free cores", permute)
         timed("gemm after permutes", lambda: np.matmul(g, g))
         time.sleep(0.2)  # every pool's threads go to sleep
         for _ in range(calls):
@@ -102,7 +118,7 @@ def main(argv=None):
     parser.add_argument("--json", action="store_true", help="print the times as JSON")
     args = parser.parse_args(argv)
     if args.env:
-        for label, env in SETTINGS.items():
+        for label, env in [*SETTINGS.items()] * 2:
             command = [sys.executable, "-m", "tenalg.bench.pools", "--json",
                        "--rounds", str(args.rounds), "--load", str(args.load)]
             done = subprocess.run(command, env={**os.environ, **env}, check=True,

@@ -40,6 +40,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
+from . import pools  # noqa: F401 - sets the pools' spins before a kernel loads libgomp
+
 _depth = 0  # the main thread's uses open now
 
 
