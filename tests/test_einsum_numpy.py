@@ -175,3 +175,26 @@ def test_zero_d_out_with_optimize_follows_numpy():
 def test_object_arrays_run_python_arithmetic():
     a = np.array([1, 2**70, 3], dtype=object)
     assert einsum("i,i", a, a) == np.einsum("i,i", a, a) == 1 + 2**140 + 9
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int32, np.int64, np.uint64])
+@pytest.mark.parametrize("scale", [3, 1000, 2**40])
+def test_integer_products_through_float64_are_exact(dtype, scale):
+    """Above the bound the float64 path steps aside; NumPy's wraparound either way."""
+    rng = np.random.default_rng(scale)
+    info = np.iinfo(dtype)
+    low, high = max(info.min, -scale), min(info.max, scale)
+    a, b, c = (rng.integers(low, high, size=s, endpoint=True).astype(dtype)
+               for s in ((64, 48), (48, 64), (64, 8)))
+    for expr, ops in (("ij,jk->ik", (a, b)), ("ij,jk,kl->il", (a, b, c)),
+                      ("ij,jk", (a, b)), ("ij,ij->", (a, a))):
+        plan = einsum_plan(expr, *ops)
+        _same(einsum(expr, *ops), np.einsum(expr, *ops))
+        if expr == "ij,jk->ik":
+            assert "float64 GEMMs when exact" in plan.explain()
+            bound = min(2**53, info.max)
+            expected = max(1, high, -low) ** 2 * 48 <= bound
+            assert plan.numpy.exact(ops) == expected
+    out = np.zeros((64, 64), dtype)
+    einsum("ij,jk->ik", a, b, out=out)  # out= runs NumPy's own routine
+    np.testing.assert_array_equal(out, np.einsum("ij,jk->ik", a, b))

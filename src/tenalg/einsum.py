@@ -35,6 +35,7 @@ from .einsum_numpy import (
     check_casting,
     check_order,
     check_out_cast,
+    exact_integers,
     f_contiguous,
     kernel_reason,
     mode_extents,
@@ -333,8 +334,11 @@ class EinsumPlan:
         else:
             self.path = find_path(self.modes, self.out_modes, extents, optimize)
             numpy_optimize = ["einsum_path", *self.path]
-        self.numpy = NumpyEinsum(numpy_expression(self.modes, self.out_modes), dtype,
-                                 self.casting, self.order, numpy_optimize, reason)
+        fallback = NumpyEinsum(numpy_expression(self.modes, self.out_modes), dtype,
+                               self.casting, self.order, numpy_optimize, reason)
+        run_float = functools.partial(_float_einsum, self.subscripts, self.order, optimize)
+        self.numpy = exact_integers(fallback, run_float, [d for _, _, d in self._layouts],
+                                    dtype, self.out_modes, extents)
 
     def _view_layout(self, shape, byte_strides, dtype):
         """Extents and element strides of the single operand's view (strides None when a
@@ -487,6 +491,11 @@ class _Single:
 
     def explain(self):
         return self.plan.explain().splitlines()
+
+
+def _float_einsum(subscripts, order, optimize, arrays):
+    """The einsum of an integer plan on its operands converted to float64."""
+    return einsum(subscripts, *arrays, order=order, optimize=optimize)
 
 
 def _check_optimize(optimize):
