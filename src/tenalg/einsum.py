@@ -5,10 +5,13 @@ output (``"ij,jk"``: ellipsis axes first, then the labels used once, sorted), el
 broadcast right-aligned, repeated labels read diagonals, empty terms take scalars
 (``",ij->ij"``), and the interleaved form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``.
 Matching labels need equal extents or extent 1.  A single operand that NumPy answers with
-a view (a transpose, a diagonal) gives a read-only view; other single-operand expressions
-run as one reduction or permutation plan; several operands contract pairwise along an
-opt_einsum path.  :func:`einsum_plan` does the analysis once; :func:`einsum` keeps the
-plans in a thread-safe LRU cache keyed by expression, layouts and options.
+a view (a transpose, a diagonal) gives NumPy's view, writeable where the input is; other
+single-operand expressions run as one reduction or permutation plan; several operands
+contract pairwise along an opt_einsum path.  Dtypes without tenalg kernels (integers,
+bool, longdouble, object) run NumPy's own einsum, chosen at planning
+(:mod:`tenalg.einsum_numpy` holds NumPy's keywords, casting rules and that fallback).
+:func:`einsum_plan` does the analysis once; :func:`einsum` keeps the plans in a
+thread-safe LRU cache keyed by expression, layouts and options.
 
 >>> import numpy as np
 >>> a = np.arange(6.0).reshape(2, 3)
