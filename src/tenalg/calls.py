@@ -174,12 +174,17 @@ def _plan_for_layouts(kind, operands, addend, out, out_modes, options):
 
 def plan_for(kind, operands, out_modes, *, addend=None, out=None, options=()):
     """The cached plan of a front-end operation: ``operands`` are ``(array, modes, unary,
-    name)``, ``addend`` is ``(array, modes, unary)``."""
+    name)``, ``addend`` is ``(array, modes, unary)``; an ``out`` array must take the
+    result under NumPy's 'same_kind' rule (:func:`check_cast`)."""
     key_operands = tuple((_layout(x), tuple(m), u, w) for x, m, u, w in operands)
     key_addend = None if addend is None else (_layout(addend[0]), tuple(addend[1]), addend[2])
     key_out = None if out is None else _layout(output_array(out))
-    return _plan_for_layouts(kind, key_operands, key_addend, key_out, tuple(out_modes),
+    plan = _plan_for_layouts(kind, key_operands, key_addend, key_out, tuple(out_modes),
                              tuple(options))
+    if out is not None:  # (after the plan's own checks: storage types only there)
+        dtypes = [x.dtype for x, *_ in operands] + ([] if addend is None else [addend[0].dtype])
+        check_cast(result_type(dtypes), out)
+    return plan
 
 
 def run(kind, operands, out_modes, *, addend=None, out=None, options=(), **scalars):

@@ -157,3 +157,18 @@ def test_axis_errors_are_numpys_too():
         ta.trace(np.ones((2, 3)), 0, 2)
     with pytest.raises(np.exceptions.AxisError):
         ta.diagonal(np.ones((2, 3)), 0, 5)
+
+
+def test_the_plan_front_ends_refuse_an_out_of_the_wrong_kind_too():
+    """contract, reduce and the elementwise front ends check out= as the NumPy-named ones
+    do (the plan layer would cast a complex result to real with a ComplexWarning)."""
+    z, x = (1 + 2j) * np.ones((2, 3)), np.ones((3, 2))
+    calls = [(lambda out: ta.contract(z, "ij", x, "jk", "ik", out=out), (2, 2)),
+             (lambda out: ta.reduce(z, "ij", "i", out=out), (2,)),
+             (lambda out: ta.elementwise_binary(z, "ij", x.T, "ij", "ij", out=out), (2, 3))]
+    for call, shape in calls:
+        out = np.full(shape, 7.0)
+        with pytest.raises(OutputTypeError):
+            call(out)
+        assert (out == 7.0).all()
+        assert call(np.zeros(shape, np.complex64)).dtype == np.complex64  # same kind: fine
