@@ -32,12 +32,13 @@ True
 """
 
 import os
-import time
+from time import monotonic as _clock
 
 # what idle pool threads do before they sleep: libgomp spins this many times, OpenBLAS for
 # 2^this many cycles (its range is 4 to 30)
 SPINS = {"GOMP_SPINCOUNT": "10000", "OPENBLAS_THREAD_TIMEOUT": "20"}
 SAMPLE_S = 0.02  # /proc/loadavg is read at most this often (a read costs 5-10 us)
+_CORES = os.cpu_count() or 1
 
 
 def quiet_spins(environ=None):
@@ -66,8 +67,8 @@ def free_cores(cores=None, path="/proc/loadavg", now=None):
 
     Spinning pool threads of this process count as others: they hold a core too.
     """
-    cores = cores or os.cpu_count() or 1
-    now = time.monotonic() if now is None else now
+    cores = cores or _CORES
+    now = _clock() if now is None else now
     if now - _sample[0] >= SAMPLE_S:
         try:
             with open(path) as file:
