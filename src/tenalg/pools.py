@@ -27,7 +27,7 @@ no more threads than there are free cores.
 
 >>> quiet_spins({"GOMP_SPINCOUNT": "5"})["GOMP_SPINCOUNT"]  # the user's value is kept
 '5'
->>> 1 <= free_cores() <= (os.cpu_count() or 1)
+>>> 1 <= free_cores() <= _CORES <= (os.cpu_count() or 1)
 True
 """
 
@@ -38,7 +38,8 @@ from time import monotonic as _clock
 # 2^this many cycles (its range is 4 to 30)
 SPINS = {"GOMP_SPINCOUNT": "10000", "OPENBLAS_THREAD_TIMEOUT": "20"}
 SAMPLE_S = 0.02  # /proc/loadavg is read at most this often (a read costs 5-10 us)
-_CORES = os.cpu_count() or 1
+# the cores this process may run on (taskset, cgroups' cpusets), else the machine's
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def quiet_spins(environ=None):
@@ -65,7 +66,8 @@ def free_cores(cores=None, path="/proc/loadavg", now=None):
     """Cores that other threads leave free now (at least 1; all of them where
     ``/proc/loadavg`` cannot be read), read afresh at most every :data:`SAMPLE_S` s.
 
-    Spinning pool threads of this process count as others: they hold a core too.
+    Spinning pool threads of this process count as others: they hold a core too.  The
+    count is the machine's: a process confined to some cores errs toward fewer threads.
     """
     cores = cores or _CORES
     now = _clock() if now is None else now
