@@ -32,6 +32,16 @@ try:
 except ImportError:
     teneva = None
 
+try:  # torchtt (pure-Python build on torch's LAPACK) warns that its C++ part is missing
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import torch
+        import torchtt
+except ImportError:
+    torch = torchtt = None
+
 
 def _arrays(train):
     """A train's cores as a list of (l, n, r) arrays (teneva's format)."""
@@ -66,6 +76,55 @@ def _round_sum2(d, n, r):
 
     return Workload(f"tt-round-sum2-d{d}-n{n}-r{r}", "tt", setup, compare=False,
                     quick=d <= 10)
+
+
+def _torchtt_round(trains, r):
+    """torchtt's rounding of the sum of ``trains`` (torchtt.TT objects) to rank r, eps 1e-8."""
+    total = trains[0]
+    for x in trains[1:]:
+        total = total + x
+    return total.round(1e-8, r)
+
+
+def _torchtt(train):
+    return torchtt.TT([torch.from_numpy(a) for a in _arrays(train)])
+
+
+def _round_grid(d, n, r):
+    """Round a + b (random trains of rank r, the sum built beforehand) back to rank r at
+    eps 1e-8, tenalg's "svd" against teneva's and torchtt's truncations (issue 31's grid)."""
+
+    def setup():
+        a, b = tt.random((n,) * d, r, rng=1), tt.random((n,) * d, r, rng=2)
+        x = a + b
+        fns = {"tenalg": partial(tt.round, x, 1e-8, r)}
+        if teneva is not None:
+            total = teneva.add(_arrays(a), _arrays(b))
+            fns["teneva"] = partial(teneva.truncate, total, 1e-8, r)
+        if torchtt is not None:
+            total = _torchtt(a) + _torchtt(b)
+            fns["torchtt"] = partial(total.round, 1e-8, r)
+        return fns
+
+    # not quick: torchtt's pure-Python rounding takes seconds on a loaded machine
+    return Workload(f"tt-round-d{d}-n{n}-r{r}", "tt", setup, compare=False)
+
+
+def _gram_f32(d, n, r):
+    """Float32 a + (a + 1e-2 c) rounded at eps 1e-3 by each method (the Gram sweep computes
+    in double and certifies its cuts, issue 31)."""
+
+    def setup():
+        a = tt.random((n,) * d, r, rng=1, dtype=np.float32)
+        c = tt.random((n,) * d, 2, rng=2, dtype=np.float32)
+        x = a + (a + (1e-2 * tt.norm(a) / tt.norm(c)) * c)
+        fns = {f"tenalg-{m}": partial(tt.round, x, 1e-3, method=m, rng=0) for m in tt.METHODS}
+        if teneva is not None:
+            fns["teneva"] = partial(teneva.truncate, _arrays(x), 1e-3)
+        return fns
+
+    return Workload(f"tt-round-f32-eps1e-3-d{d}-n{n}-r{r}", "tt", setup, compare=False,
+                    quick=True)
 
 
 def _round_sum_many(m, d, n, r):
@@ -142,6 +201,28 @@ def _pack(count, d, n, r):
                     quick=count <= 128, budget=2.0 if count > 128 else 0.0)
 
 
+def _pack_redundant(count, d, n, r):
+    """A pack of ``count`` sums X + X (rank r -> 2r), rounded back to rank r at eps 1e-8
+    without a cap: every bond is rank-deficient, so the certified Gram paths decline
+    (issue 31); against the same rounding of single trains in a loop."""
+
+    def setup():
+        xs = [tt.random((n,) * d, r, rng=i) for i in range(count)]
+
+        def pack():
+            s = tt.add(tt.TrainPack(xs), tt.TrainPack(xs))
+            s.round_(1e-8)
+            return s
+
+        def loop():
+            return [tt.round(x + x, 1e-8) for x in xs]
+
+        return {"tenalg": pack, "loop": loop}
+
+    return Workload(f"tt-pack-{count}-d{d}-n{n}-r{r}-x+x-round", "tt", setup, compare=False,
+                    quick=count <= 128)
+
+
 def _delta_products(count, d, n):
     """Sum of ``count`` delta trains, its Hadamard square and its entry sum: fiber storage
     skips the zero fibers, contiguous storage multiplies them."""
@@ -212,7 +293,7 @@ def cross_errors(d=10, n=16, r=8, sweeps=4, points=5000):
 
 
 def workloads():
-    """The tensor-train workloads of issue 5."""
+    """The tensor-train workloads of issues 5 and 31."""
     return [
         _round_sum2(20, 32, 30),
         _round_sum2(10, 16, 10),
@@ -221,6 +302,12 @@ def workloads():
         _tt_svd(4, 10, 8),
         _pack(4096, 6, 16, 8),
         _pack(128, 6, 16, 8),
+        _pack_redundant(512, 6, 16, 8),
+        _round_grid(10, 16, 10),
+        _round_grid(8, 32, 20),
+        _round_grid(8, 64, 40),
+        _round_grid(6, 128, 60),
+        _gram_f32(10, 16, 10),
         _delta_products(32, 6, 8),
         _cross(10, 16, 8, 4),
     ]

@@ -96,24 +96,38 @@ def test_lq_hypothesis(g, rows, cols, dtype, seed, deficient):
     assert l.dtype == q.dtype == np.dtype(dtype) and l.shape == l0.shape and q.shape == q0.shape
     scale = np.abs(m).max() + 1
     np.testing.assert_allclose(l @ q, m, atol=100 * tol(dtype) * scale)
+    _assert_rank_revealing(l, q, m, 100 * tol(dtype))
+
+
+def _assert_rank_revealing(l, q, m, atol):
+    """Rows of Q orthonormal, or zero together with L's column where a rank-revealing LQ
+    dropped them (:func:`bondsvd._eigh_lq`), never fewer than M's rank."""
     k = q.shape[1]
-    eye = np.broadcast_to(np.eye(k), (g, k, k))
-    np.testing.assert_allclose(q @ q.conj().transpose(0, 2, 1), eye, atol=100 * tol(dtype))
+    gram = q @ q.conj().transpose(0, 2, 1)
+    kept = np.abs(np.diagonal(gram, axis1=1, axis2=2)) > 0.5
+    np.testing.assert_allclose(gram, kept[:, :, None] * np.eye(k), atol=atol)
+    assert not np.where(kept[:, None, :], 0, l).any()
+    ranks = [np.linalg.matrix_rank(x.astype(np.complex128)) for x in m]
+    assert (kept.sum(axis=1) >= ranks).all()
 
 
 def test_lq_fast_path_and_fallback():
     rng = np.random.default_rng(2)
-    m = rng.standard_normal((3, 4, 32))
-    m[1, 3] = m[1, 0] + m[1, 1]  # rank-deficient: Householder
+    m = rng.standard_normal((4, 4, 32))
+    m[1, 3] = m[1, 0] + m[1, 1]  # rank-deficient: rank-revealing LQ from eigh(M M^H)
+    m[2] = _with_spectrum(rng, [[1, 1, 1, 1e-9]], 4, 32, np.float64)[0]  # Householder
     q_ref = bondsvd.reference_lq(m)[1]
     l, f, b, _ = bondsvd.lq(m)
     q = f @ b
     np.testing.assert_allclose(l @ q, m, atol=1e-13)
-    np.testing.assert_allclose(q @ q.transpose(0, 2, 1), np.broadcast_to(np.eye(4), (3, 4, 4)),
-                               atol=1e-12)
-    # the rank-deficient train took Householder QR: its Q equals LAPACK's
-    np.testing.assert_array_equal(b[1], q_ref[1])
-    np.testing.assert_array_equal(f[1], np.eye(4))
+    _assert_rank_revealing(l, q, m, 1e-12)
+    # the rank-deficient train keeps 3 rows; L has M's singular values (LAPACK's L too)
+    assert (np.abs(q[1]).sum(axis=1) > 0).sum() == 3
+    np.testing.assert_allclose(np.linalg.svd(l[1], compute_uv=False),
+                               np.linalg.svd(m[1], compute_uv=False), atol=1e-13)
+    # the ill-conditioned one (its 1e-9 is above roundoff) took Householder QR: LAPACK's Q
+    np.testing.assert_array_equal(b[2], q_ref[2])
+    np.testing.assert_array_equal(f[2], np.eye(4))
     np.testing.assert_array_equal(b[0], m[0])
 
 
@@ -121,7 +135,9 @@ def test_fast_paths_report_use():
     rng = np.random.default_rng(3)
     m = rng.standard_normal((2, 4, 32))
     assert bondsvd.lq(m)[3] and not bondsvd.lq(m, gram=False)[3]
-    m[:, 3] = m[:, 0]  # every train rank-deficient
+    m[:, 3] = m[:, 0]  # every train rank-deficient: the eigh LQ serves them
+    assert bondsvd.lq(m)[3]
+    m = _with_spectrum(rng, [[1, 1, 1, 1e-9]] * 2, 4, 32, np.float64)  # ill-conditioned
     assert not bondsvd.lq(m)[3]
     tall = rng.standard_normal((2, 8, 4))  # not tried: the sweep goes on trying
     assert bondsvd.lq(tall)[3] and not bondsvd.lq(tall, gram=False)[3]

@@ -203,14 +203,16 @@ def test_device_pack_groups_must_share_core_shapes():
             np.testing.assert_array_equal(c[i], q[pos].cores[k].array())
 
 
-@pytest.mark.parametrize("k", [5, 3])
-def test_times_lower_skips_only_zeros(k):
-    """Block-diagonal core times a lower trapezoidal factor, blockwise, against dense."""
+@pytest.mark.parametrize("k, lower", [(5, True), (3, True), (5, False)])
+def test_times_lower_skips_only_zeros(k, lower):
+    """Block-diagonal core times a lower trapezoidal factor, blockwise, against dense;
+    a full factor (a rank-revealing LQ's) multiplies the dense core."""
     rng = np.random.default_rng(k)
     blocks = [rng.standard_normal((3, 2, 4, 3)), rng.standard_normal((3, 4, 4, 2))]
     dense = np.zeros((3, 6, 4, 5))
     dense[:, :2, :, :3], dense[:, 2:, :, 3:] = blocks
-    lf = np.tril(rng.standard_normal((3, 5, k)))
+    lf = rng.standard_normal((3, 5, k))
+    lf = np.tril(lf) if lower else lf
     want = np.einsum("ganb,gbk->gank", dense, lf)
     got = batched.times_lower(blocks, lf, batched.Workspace(), "x")
     np.testing.assert_allclose(got, want, atol=1e-13)

@@ -149,6 +149,8 @@ def times_lower(core, lf, work, key):
     >>> times_lower(blocks, lf, FRESH, "t")[:, :, 0, :].tolist()
     [[[1.0, 0.0], [1.0, 1.0]]]
     """
+    if not isinstance(core, np.ndarray) and np.triu(lf, 1).any():
+        core = _block_diagonal(core)  # a rank-revealing L (bondsvd._eigh_lq) is full
     if isinstance(core, np.ndarray):
         return work.einsum(key, "ganb,gbk->gank", core, lf)
     g, n, k = core[0].shape[0], core[0].shape[2], lf.shape[2]
@@ -163,6 +165,18 @@ def times_lower(core, lf, work, key):
         np.matmul(x.reshape(g, l * n, r), lf[:, off : off + r, :w], out=part[:, :, :w])
         part[:, :, w:] = 0
         lo, off = lo + l, off + r
+    return out
+
+
+def _block_diagonal(blocks):
+    """The dense core (g, sum l, n, sum r) of the diagonal ``blocks`` (g, l_i, n, r_i)."""
+    g, n = blocks[0].shape[0], blocks[0].shape[2]
+    out = np.zeros((g, sum(x.shape[1] for x in blocks), n, sum(x.shape[3] for x in blocks)),
+                   dtype=np.result_type(*blocks))
+    lo = off = 0
+    for x in blocks:
+        out[:, lo : lo + x.shape[1], :, off : off + x.shape[3]] = x
+        lo, off = lo + x.shape[1], off + x.shape[3]
     return out
 
 

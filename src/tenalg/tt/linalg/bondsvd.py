@@ -119,6 +119,8 @@ def lq(m, gram=True):
         products = np.matmul(x, hermitian(x))
         trace = np.trace(products, axis1=1, axis2=2).real
         err = SAFETY * (rows + cols) * unit_roundoff(wide) * trace
+        c = inv = None
+        ok = np.zeros(g, dtype=bool)
         for shift in (rows * unit_roundoff(wide) * trace, 4 * err):
             shift = shift + np.finfo(np.float64).tiny
             try:
@@ -128,12 +130,58 @@ def lq(m, gram=True):
             ok = (err + shift) * (np.abs(inv) ** 2).sum(axis=(1, 2)) <= unit_roundoff(
                 wide) ** ETA_POWER
             ok &= np.isfinite(inv).all(axis=(1, 2))
-            if ok.any():
-                return (*_finish(m, c, inv, ok), True)
             break
+        if not ok.all():
+            c, inv, ok = _eigh_lq(x, products, err, c, inv, ok)
+        if ok.any():
+            return (*_finish(m, c, inv, ok), True)
     l, q = reference_lq(m)
     eye = np.broadcast_to(np.eye(q.shape[1], dtype=m.dtype), (g, q.shape[1], q.shape[1]))
     return l, eye, q, gram and rows > cols
+
+
+def _eigh_lq(x, products, err, c, inv, ok):
+    """The LQ of the trains where the Cholesky path declined (rank-deficient M, as every
+    bond of an exact X + X), rank-revealing: from M M^H = V Lambda V^H, L = V_k
+    Lambda_k^(1/2) and F = Lambda_k^(-1/2) V_k^H (zero past k) for the k eigenvalues above
+    err / eta (the rows of F M orthonormal to eta), kept where the residual
+    V_rest^H M, formed explicitly, is at the roundoff of a Householder QR (SAFETY rows u
+    ||M||_F): dropping it changes M no more than LAPACK's QR would. Fills ``c``,
+    ``inv`` and ``ok`` (fresh where None) for those trains; the stack stays batched
+    instead of one LAPACK QR per matrix (issue 31: 512 packed X + X spent a third of
+    their rounding there). L is not triangular: :func:`~tenalg.tt.linalg.batched.times_lower`
+    checks."""
+    g, rows, _ = x.shape
+    u = unit_roundoff(x.dtype)
+    todo = np.flatnonzero(~ok)
+    every = len(todo) == g  # (exact X + X: every train) no copies of the stack
+    lam, v = smalleigh.eigh(products if every else products[todo])
+    lam, v = lam[:, ::-1], v[:, :, ::-1]
+    trace = np.maximum(lam, 0).sum(axis=1)
+    e = err[todo] + 2 * smalleigh.ACCURACY * rows * u * trace
+    keep = lam >= (e / u**ETA_POWER)[:, None]
+    k = keep.sum(axis=1)
+    xs = x if every else x[todo]
+    # the residual's weight as that of V_rest^H M (one GEMM of the discarded rows, each
+    # entry within rows u |v| |M| of exact)
+    first = int(k.min())
+    rest = v[:, :, first:] * ~keep[:, None, first:]
+    weight = (np.abs(np.matmul(hermitian(rest), xs)) ** 2).sum(axis=(1, 2))
+    norm = np.sqrt((np.abs(xs) ** 2).sum(axis=(1, 2)))
+    within = np.sqrt(weight) <= SAFETY * rows * u * norm
+    vk = v * keep[:, None, :]
+    good = within & (k >= 1)
+    if not good.any():
+        return c, inv, ok
+    if c is None:
+        c, inv = np.zeros(products.shape, x.dtype), np.zeros(products.shape, x.dtype)
+    root = np.sqrt(np.where(keep, lam, 1))
+    rows_ = todo[good]
+    c[rows_] = (vk * np.where(keep, root, 0)[:, None, :])[good]
+    inv[rows_] = (hermitian(vk) * np.where(keep, 1 / root, 0)[:, :, None])[good]
+    ok = ok.copy()
+    ok[rows_] = True
+    return c, inv, ok
 
 
 def _finish(m, c, inv, ok):
