@@ -6,6 +6,9 @@ import json
 import numpy as np
 import opt_einsum
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_einsum import expressions
 
 import tenalg as ta
 from tenalg.einsum import einsum, einsum_plan
@@ -198,3 +201,28 @@ def test_integer_products_through_float64_are_exact(dtype, scale):
     out = np.zeros((64, 64), dtype)
     einsum("ij,jk->ik", a, b, out=out)  # out= runs NumPy's own routine
     np.testing.assert_array_equal(out, np.einsum("ij,jk->ik", a, b))
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=expressions(), data=st.data())
+def test_random_expressions_every_dtype(case, data):
+    """tests/test_einsum.py's NumPy-valid expressions (ellipses, repeats, broadcasting,
+    implicit outputs) on integer, bool and object operands, reversed strides included:
+    exactly np.einsum's result, type and dtype, into a new array or out=."""
+    expr, shapes = case
+    dtype = data.draw(st.sampled_from([np.int8, np.uint8, np.int64, np.bool_, object]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    arrays = []
+    for shape in shapes:
+        x = rng.integers(-3, 4, size=shape).astype(dtype)
+        if x.ndim and data.draw(st.booleans()):
+            x = x[::-1]
+        arrays.append(x)
+    expected = np.einsum(expr, *arrays)
+    optimize = data.draw(st.sampled_from(["auto", "greedy", False]))
+    if data.draw(st.booleans()) and isinstance(expected, np.ndarray) and expected.ndim:
+        out = np.zeros_like(expected)
+        assert einsum(expr, *arrays, out=out, optimize=optimize) is out
+        np.testing.assert_array_equal(out, expected)
+    else:
+        _same(einsum(expr, *arrays, optimize=optimize), expected)
