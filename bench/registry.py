@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 # The modules that contribute workloads, in the order their workloads are listed.
-MODULES = ("bench_dense", "bench_einsum", "bench_tt", "bench_symmetric", "bench_mixed")
+MODULES = ("bench_dense", "bench_einsum", "bench_tt", "bench_symmetric", "bench_mixed",
+           "bench_distributed")  # its rows skip where dask.distributed is missing
 # The groups a workload belongs to (``tenalg bench --group``): one area each, and
 # "mixed", whole inner loops of several operations (bench_mixed).
 GROUPS = ("dense", "einsum", "tt", "symmetric", "mixed", "distributed")
