@@ -1,0 +1,57 @@
+"""Thread control of the CPU kernels: how many threads a call runs on, and
+:func:`one_thread` for work beside BLAS calls.
+
+>>> with one_thread():
+...     thread_count()
+1
+"""
+
+import contextlib
+import functools
+
+from numba import get_num_threads, set_num_threads
+from numba.np.ufunc import parallel as _pool
+
+# Below this many elements a thread-pool launch costs more than it saves: on Zen 1 from
+# 2^19; on Zen 4 two threads win from 2^18 float64 elements (a sum of (2048, 128) over
+# axis 1 36.5 -> 23.0 us, over axis 0 of (512, 512) 49.8 -> 32.3, NumPy 40.7; a 512^2
+# transpose into an array 162 -> 106 us, an add 92 -> 53), mostly from 2^17 and not below
+_SERIAL_WORK = 1 << 18
+
+@functools.cache
+def _thread_counter():
+    """The C getter behind ``numba.get_num_threads()`` (the calling thread's setting),
+    without the two locks that takes on every call: 0.09 us instead of 0.9.  Starts
+    Numba's thread pool, after which the getter exists."""
+    get_num_threads()
+    return getattr(_pool, "_get_num_threads", get_num_threads)
+
+
+def _threads(work):
+    """Threads to use for ``work`` elements: small problems run on one."""
+    return _thread_counter()() if work >= _SERIAL_WORK else 1
+
+
+@contextlib.contextmanager
+def one_thread():
+    """The kernels run inside on the calling thread alone: for work next to BLAS calls.
+
+    After a parallel kernel Numba's workers spin for milliseconds on the cores that the
+    next GEMM's threads need, and OpenBLAS's threads spin after a GEMM on those that the
+    kernels' workers need.  Memory-bound conversions lose little on one thread.
+    """
+    threads = get_num_threads()
+    set_num_threads(1)
+    try:
+        yield
+    finally:
+        set_num_threads(threads)
+
+
+def thread_count():
+    """The threads a parallel kernel runs on now (numba's setting for the calling thread)."""
+    return _thread_counter()()
+
+
+def _on_threads(about, threads):
+    return f"{about}; {threads} thread{'s' if threads > 1 else ''}"

@@ -1,0 +1,139 @@
+"""Numba's compile options for every tenalg kernel, and where their compiled code is cached.
+
+Numba's ``cache=True`` raises at decoration time ("cannot cache function ...: no locator
+available") when no directory it knows of is writable: a read-only site-packages without
+a writable HOME, or a read-only NUMBA_CACHE_DIR.  tenalg decides once, on import, in
+this order, and uses the first place it can write a file in:
+
+1. ``$NUMBA_CACHE_DIR`` (Numba's own choice when set);
+2. the package's ``__pycache__`` directories (Numba's default);
+3. ``$XDG_CACHE_HOME/tenalg``, else ``~/.cache/tenalg``;
+4. a fresh temporary directory, for this process only (removed at exit);
+5. nowhere: the kernels compile on every run, uncached.
+
+Cases 4 and 5 print one warning (a :class:`CacheWarning`); nothing here raises.  Other
+modules that compile with Numba take :data:`CACHE` for their ``cache=`` option and
+:data:`JIT` / :data:`PARALLEL` for the kernels' full options.
+
+>>> CACHE_PLACE in ("NUMBA_CACHE_DIR", "package", "user", "temporary", "none")
+True
+>>> JIT["cache"] == CACHE
+True
+"""
+
+import atexit
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from types import FunctionType
+
+from numba import njit
+from numba.core import caching
+
+
+class CacheWarning(UserWarning):
+    """Compiled kernels are cached for this process only, or not at all."""
+
+
+def writable(path):
+    """Whether a file can be created in ``path`` (created when missing).  Tried, not
+    judged from permission bits, which root ignores."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError:
+        return False
+    return True
+
+
+def _user_cache():
+    """``$XDG_CACHE_HOME/tenalg`` or ``~/.cache/tenalg`` (None without a home)."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        home = os.path.expanduser("~")
+        if home == "~":
+            return None
+        base = os.path.join(home, ".cache")
+    return os.path.join(base, "tenalg")
+
+
+def _temporary():
+    try:
+        path = tempfile.mkdtemp(prefix="tenalg-numba-")
+    except OSError:
+        return None
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def choose_cache():
+    """(place, directory): where the kernels' compiled code goes, in the documented order.
+    The directory is None where Numba finds it itself (places 1 and 2) or where nothing
+    is writable ("none")."""
+    numba_dir = os.environ.get("NUMBA_CACHE_DIR")
+    if numba_dir and writable(numba_dir):
+        return "NUMBA_CACHE_DIR", None
+    if writable(Path(__file__).parent / "__pycache__"):
+        return "package", None
+    user = _user_cache()
+    if user is not None and writable(user):
+        return "user", user
+    temporary = _temporary()
+    return ("temporary", temporary) if temporary else ("none", None)
+
+
+# Numba's caching classes (public names from Numba 0.60 on, private before)
+_USER_PROVIDED = getattr(caching, "UserProvidedCacheLocator",
+                         getattr(caching, "_UserProvidedCacheLocator", None))
+_CACHE_IMPL = getattr(caching, "CacheImpl", getattr(caching, "_CacheImpl", None))
+
+
+class _Locator(_USER_PROVIDED or object):
+    """Numba's locator for a chosen directory, for tenalg's own source files only."""
+
+    def __init__(self, py_func, py_file):
+        super().__init__(py_func, py_file)
+        self._cache_path = os.path.join(CACHE_DIRECTORY,
+                                        self.get_suitable_cache_subpath(py_file))
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not os.path.abspath(py_file).startswith(_PACKAGE):
+            return None
+        return caching._SourceFileBackedLocatorMixin.from_function.__func__(cls, py_func,
+                                                                           py_file)
+
+
+_PACKAGE = str(Path(__file__).resolve().parent.parent) + os.sep
+CACHE_PLACE, CACHE_DIRECTORY = choose_cache()
+if CACHE_DIRECTORY is not None:
+    # Numba's list of locators (a class attribute) is where a locator is added
+    if _USER_PROVIDED is not None and hasattr(_CACHE_IMPL, "_locator_classes"):
+        _CACHE_IMPL._locator_classes.insert(0, _Locator)
+    else:  # pragma: no cover - a Numba without them: run uncached
+        CACHE_PLACE, CACHE_DIRECTORY = "none", None
+CACHE = CACHE_PLACE != "none"
+if CACHE_PLACE in ("temporary", "none"):
+    warnings.warn(
+        "tenalg: no writable cache for compiled kernels (tried NUMBA_CACHE_DIR, the "
+        "package's __pycache__, $XDG_CACHE_HOME/tenalg and ~/.cache/tenalg); they "
+        + (f"are cached in {CACHE_DIRECTORY} for this process only" if CACHE
+           else "compile on every run") + ". Set NUMBA_CACHE_DIR to a writable directory.",
+        CacheWarning, stacklevel=2)
+
+JIT = {"cache": CACHE, "fastmath": False, "error_model": "numpy", "nogil": True}
+PARALLEL = {**JIT, "parallel": True}
+
+
+def twins(kernel):
+    """``kernel`` compiled twice: (parallel over its prange, serial); small problems run
+    the serial one, which costs no thread-pool launch.  The serial twin compiles a copy
+    named ``<name>_serial``: Numba's on-disk cache keys a function by its name and
+    signature, not by ``parallel``, so twins of one name would load whichever of them was
+    compiled first (a parallel kernel running on one thread)."""
+    serial = FunctionType(kernel.__code__, kernel.__globals__, kernel.__name__ + "_serial",
+                          kernel.__defaults__, kernel.__closure__)
+    serial.__qualname__ = kernel.__qualname__ + "_serial"
+    return njit(**PARALLEL)(kernel), njit(**JIT)(serial)
