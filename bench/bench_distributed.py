@@ -210,45 +210,49 @@ def _measure(c, fn, state, repeats):
             times.append(time.perf_counter() - start)
             moved.append(bytes_moved(c) - before)
     return (statistics.median(times), int(statistics.median(moved)), state.get("tasks"),
-            max(memory.growth.values()))
+            max(memory.growth.values()), max(memory.peak.values()))
 
 
 def table(quick=False, repeats=3):
-    """Rows (workload, engine, workers, seconds, speed-up over 1 worker, bytes moved,
-    tasks, peak memory growth per worker in bytes)."""
-    rows = []
+    """Rows, as they are measured: (workload, engine, workers, seconds, speed-up over 1
+    worker, bytes moved, tasks, largest peak memory growth of a worker over its memory
+    after a warm-up call, largest peak resident memory of a worker), in bytes."""
 
     def add(name, engine, ops):
         one = None
         for nworkers in (1, 2):
             fn, state = ops(nworkers)
-            seconds, moved, tasks, memory = _measure(client(nworkers), fn, state, repeats)
+            seconds, moved, tasks, growth, peak = _measure(client(nworkers), fn, state,
+                                                           repeats)
             one = seconds if nworkers == 1 else one
-            rows.append((name, engine, nworkers, seconds, one / seconds, moved, tasks, memory))
+            yield (name, engine, nworkers, seconds, one / seconds, moved, tasks, growth, peak)
 
     d, n, r, rr = _w1_sizes(quick)
-    add(f"W1 round d{d} n{n} r{r}->{rr}", "tenalg",
-        lambda k: _w1_ops(k, quick)[:2])
-    nvars, mesh = _w2_sizes(quick)
-    for kind in ("add-round", "stencil"):
-        add(f"W2 {nvars * mesh[0] * mesh[1]} trains {kind}", "tenalg",
-            lambda k, kind=kind: (lambda ops: (ops[0][kind], ops[1]))(_w2_ops(k, quick)))
+    yield from add(f"W1 round d{d} n{n} r{r}->{rr}", "tenalg",
+                   lambda k: _w1_ops(k, quick)[:2])
     n3, d3 = _w3_sizes(quick)
     for engine in ("tenalg", "dask-einsum"):
-        add(f"W3 10053 N{n3} D{d3}", engine,
-            lambda k, e=engine: (lambda ops: (ops[0][e], ops[1]))(_w3_ops(k, quick)))
-    return rows
+        yield from add(f"W3 10053 N{n3} D{d3}", engine,
+                       lambda k, e=engine: (lambda ops: (ops[0][e], ops[1]))(_w3_ops(k, quick)))
+    nvars, mesh = _w2_sizes(quick)
+    for kind in ("add-round", "stencil"):
+        yield from add(f"W2 {nvars * mesh[0] * mesh[1]} trains {kind}", "tenalg",
+                       lambda k, kind=kind: (lambda ops: (ops[0][kind], ops[1]))(
+                           _w2_ops(k, quick)))
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     quick = "--quick" in argv
+    repeats = int(argv[argv.index("--repeats") + 1]) if "--repeats" in argv else 3
     print(f"{'workload':30} {'engine':12} {'workers':>7} {'time':>10} {'vs 1w':>6} "
-          f"{'moved':>11} {'tasks':>6} {'peak mem/worker':>16}")
-    for name, engine, k, seconds, speedup, moved, tasks, memory in table(quick):
+          f"{'moved':>11} {'tasks':>6} {'mem growth':>11} {'peak RSS':>10}  (per worker)",
+          flush=True)
+    for name, engine, k, seconds, speedup, moved, tasks, growth, peak in table(quick,
+                                                                              repeats):
         print(f"{name:30} {engine:12} {k:7d} {seconds * 1e3:8.1f}ms {speedup:5.2f}x "
               f"{moved / 1e6:9.3f}MB {tasks if tasks is not None else '-':>6} "
-              f"{memory / 2**20:13.1f}MiB")
+              f"{growth / 2**20:8.1f}MiB {peak / 2**20:7.1f}MiB", flush=True)
     for k in list(_CLUSTERS):
         _close(k)
 

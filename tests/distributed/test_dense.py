@@ -131,3 +131,24 @@ def test_run_operation(client):
     tad.BACKEND.prepare(op).run(out, [a, b], {"alpha": 2})
     _close(out, 2 * (a @ b).T)
     assert not tad.BACKEND.supports(perm, "numpy")
+
+
+def test_peak_memory_within_twice_the_limit(client):
+    """A worker's memory grows by at most twice the limit beyond the blocks it fetched
+    from the other worker for its queued tasks (those are Dask's to bound)."""
+    from tenalg.distributed.measure import PeakMemory, received
+
+    rng = da.random.default_rng(0)
+    a = client.persist(rng.random((32, 256, 256), chunks=(8, 256, 256)))   # 16 MiB
+    b = client.persist(rng.random((32, 256, 256), chunks=(8, 256, 256)))
+    limit = 8 << 20
+    y = tad.einsum("bij,bjk->ik", a, b, memory_limit=limit)
+    client.compute(y).result()  # kernels compiled and plans cached in each worker first
+    before = received(client)
+    with PeakMemory(client) as memory:
+        got = client.compute(y).result()
+    fetched = {w: n - before[w] for w, n in received(client).items()}
+    for w, growth in memory.growth.items():
+        assert growth <= 2 * limit + fetched[w], (growth, fetched[w])
+    want = np.einsum("bij,bjk->ik", a.compute(), b.compute())
+    _close(got, want)

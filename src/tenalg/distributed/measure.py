@@ -34,10 +34,15 @@ def _incoming(dask_worker):
     return sum(e["total"] for e in dask_worker.transfer_incoming_log)
 
 
+def received(client):
+    """{worker: bytes it has received from other workers so far} (counters)."""
+    return {w: int(n) for w, n in client.run(_incoming).items()}
+
+
 def bytes_moved(client):
     """Bytes every worker has received from other workers so far, summed (a counter:
     take the difference around an operation)."""
-    return int(sum(client.run(_incoming).values()))
+    return sum(received(client).values())
 
 
 def _start_sampler(dask_worker, interval=0.002):

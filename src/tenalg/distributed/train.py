@@ -101,12 +101,13 @@ def _pick(x, i, p):
 
 
 def _times_right(g, r):
-    """core ×_3 R^T: the previous core absorbs L = R^T of the LQ."""
-    return np.einsum("anb,cb->anc", g, r)
+    """core ×_3 R^T: the previous core absorbs L = R^T of the LQ (one GEMM)."""
+    return (g.reshape(-1, g.shape[2]) @ r.T).reshape(g.shape[0], g.shape[1], r.shape[0])
 
 
 def _times_left(m, g):
-    return np.einsum("ab,bnc->anc", m, g)
+    """m ×_1 core: the next core absorbs S V^H (one GEMM)."""
+    return (m @ g.reshape(g.shape[0], -1)).reshape(m.shape[0], g.shape[1], g.shape[2])
 
 
 class DistributedTrain:
