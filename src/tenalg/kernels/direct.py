@@ -180,7 +180,8 @@ def _diagonal_sum(op, allocate):
 
 def _strided_sums(op, allocate):
     """A sum over one diagonal of a C-contiguous array into at most two free axes, in
-    order, of a C-contiguous output (a trace, ``iij->j``, a partial trace) by
+    order (more where they merge into two: :func:`_merged_lanes`), of a C-contiguous
+    output (a trace, ``iij->j``, a partial trace) by
     :func:`tenalg.kernels.cpu.strided_sums`, whose threads load the far-apart terms side
     by side (NumPy waits on them one loop at a time); None where that kernel does not
     apply."""
@@ -193,6 +194,8 @@ def _strided_sums(op, allocate):
         return None
     step = sum(s for s, m in zip(d.strides, modes, strict=True) if m == repeated[0])
     lanes = [(d.extents[k], d.strides[k]) for k in free]
+    if len(lanes) > 2:  # the kernel's limit; two lanes as they are keep their measured path
+        lanes = _merged_lanes(lanes)
     run = cpu.strided_sums(d.dtype, op.extents[repeated[0]], step, lanes)
     if run is None:
         return None
@@ -203,6 +206,26 @@ def _strided_sums(op, allocate):
         return out
 
     return _runner(call, f"cpu.strided_sums over A's diagonal (step {step}, lanes {lanes})")
+
+
+def _merged_lanes(lanes):
+    """Free axes as (extent, element stride), outer first, without extent-1 axes and with
+    each axis that continues the one before it in memory (outer stride = extent x stride)
+    merged into it: the output, C-ordered, lies in the same order along the merged axes.
+    ``iijkl->jkl`` keeps one lane of all three axes.
+
+    >>> _merged_lanes([(3, 16), (1, 5), (2, 8), (4, 1)])
+    [(6, 8), (4, 1)]
+    """
+    merged = []
+    for extent, stride in lanes:
+        if extent == 1:
+            continue
+        if merged and merged[-1][1] == extent * stride:
+            merged[-1] = (merged[-1][0] * extent, stride)
+        else:
+            merged.append((extent, stride))
+    return merged
 
 
 def _c_order(descriptor):

@@ -230,10 +230,14 @@ def strided_sums(dtype, n, step, lanes):
     >>> out = np.empty(())
     >>> run(np.eye(4096), out); float(out)
     4096.0
+    >>> strided_sums(np.dtype(np.float64), 4096, 4097, [(2, 4), (2, 2), (2, 1)]) is None
+    True
     """
     dtype = np.dtype(dtype)
+    if len(lanes) > 2:  # three free axes or more: not this kernel's (callers merge what they can)
+        return None
     (h, row_stride), (w, lane_stride) = [(1, 0)] * (2 - len(lanes)) + list(lanes)
-    if (dtype not in _REAL_SUMS or len(lanes) > 2 or n * h * w < _MIN_STRIDED
+    if (dtype not in _REAL_SUMS or n * h * w < _MIN_STRIDED
             or abs(step) * dtype.itemsize < _LINE or h * w > _MAX_STRIDED_SUMS or n < 2):
         return None
     lines = n * h * min(w, _ceil_div(((w - 1) * abs(lane_stride) + 1) * dtype.itemsize, _LINE))
