@@ -39,6 +39,7 @@ from .load import busy
 SETTINGS = {
     "the libraries' spins": {"GOMP_SPINCOUNT": "300000", "OPENBLAS_THREAD_TIMEOUT": "28"},
     "tenalg's spins (tenalg.pools)": SPINS,
+    "no gomp spin": {**SPINS, "GOMP_SPINCOUNT": "0"},
     "numba workqueue, tenalg's spins": {"NUMBA_THREADING_LAYER": "workqueue", **SPINS},
 }
 
