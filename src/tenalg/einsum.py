@@ -58,6 +58,7 @@ from .errors import (
     OutputMismatchError,
 )
 from .operations import Operation
+from .plan_cache import PlanCache
 from .views import diagonal_calls, diagonal_steps, made_by_numpy, strided_view
 
 LABELS = string.ascii_letters
@@ -330,9 +331,11 @@ class EinsumPlan:
         self.extents = extents = mode_extents(self.modes, [x for x, _, _ in self._layouts])
         # NumPy's pairwise path hands a bool product to np.dot: 256^2 'ij,jk->ik' 0.96 ms,
         # its one-loop einsum 147 ms; int64 the other way round (53 ms against 26)
+        # object data loop once: NumPy's pairwise path turns a 0-d object intermediate
+        # into a bare Python object and fails on it (',,' of three 0-d object arrays)
         dot = len(self.modes) == 2 and numpy_result == np.bool_
-        if optimize in NUMPY_OPTIMIZE or (len(self.modes) < 3 and not dot and not
-                                           isinstance(optimize, list | tuple)):
+        once = (len(self.modes) < 3 or numpy_result.kind == "O") and not dot
+        if optimize in NUMPY_OPTIMIZE or (once and not isinstance(optimize, list | tuple)):
             self.path, numpy_optimize = [], optimize if optimize in NUMPY_OPTIMIZE else False
         else:
             self.path = find_path(self.modes, self.out_modes, extents, optimize)
@@ -522,42 +525,6 @@ def einsum_plan(subscripts, *operands_or_descriptors, dtype=None, compute_dtype=
     return EinsumPlan(subscripts, *operands_or_descriptors, dtype=dtype,
                       compute_dtype=compute_dtype, optimize=optimize, order=order,
                       casting=casting)
-
-
-class PlanCache:
-    """A thread-safe LRU cache of plans (einsum's, and the front ends' calls)."""
-
-    def __init__(self, maxsize=256):
-        self.maxsize = maxsize
-        self._plans = collections.OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key):
-        """The plan cached under ``key``, now the most recently used, or None.  Below half
-        full the cache keeps its order of insertion (nothing is evicted soon) and a hit
-        skips the reordering, which hashes the key again: 0.7 us of an einsum of 10 us."""
-        plan = self._plans.get(key)  # a hit needs no lock: each dict call is atomic
-        if plan is not None and 2 * len(self._plans) >= self.maxsize:
-            try:  # noqa: SIM105 - contextlib.suppress costs 0.8 us a hit, try 0.1 us
-                self._plans.move_to_end(key)
-            except KeyError:  # another thread evicted it meanwhile
-                pass
-        return plan
-
-    def put(self, key, plan):
-        """Cache ``plan`` under ``key``, evicting the least recently used; returns it."""
-        with self._lock:
-            self._plans[key] = plan
-            while len(self._plans) > self.maxsize:
-                self._plans.popitem(last=False)
-        return plan
-
-    def clear(self):
-        with self._lock:
-            self._plans.clear()
-
-    def __len__(self):
-        return len(self._plans)
 
 
 PLANS = PlanCache()
