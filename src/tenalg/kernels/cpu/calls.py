@@ -1,6 +1,7 @@
 """The Python side shared by the kernels' argument preparation: 1-D views of the memory an
 array spans (:func:`_memory`), layouts and their geometry, scalars in the compute type,
-and :class:`_Call`, one prepared kernel call that a plan keeps and reruns.
+and :class:`_Call`, one prepared kernel call that a plan keeps and reruns, and which says
+whether its kernel is compiled yet (:meth:`_Call.compiled`, :func:`is_compiled`).
 
 >>> import numpy as np
 >>> _geometry((2, 3), (-24, 8), np.dtype(np.float64))
@@ -12,7 +13,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, typeof
 
 from ...descriptors import Unary
 from ...dtypes import is_complex
@@ -127,11 +128,40 @@ class _Call(NamedTuple):
     about: str  # the kernel and its layout, for explain()
 
     def run(self, arrays, values):
+        self.kernel(*self.arguments(arrays, values))
+
+    def arguments(self, arrays, values):
+        """The kernel's arguments for ``arrays`` and scalar ``values``."""
         flats = [_memory(x) for x in arrays]
         if len(values) < self.scalars:
             values = tuple(values) + (1,) * (self.scalars - len(values))
-        self.kernel(self.shape, self.offs, *self.static, _scalars(values, self.compute),
-                    *[flats[k] for k in self.sources])
+        return (self.shape, self.offs, *self.static, _scalars(values, self.compute),
+                *[flats[k] for k in self.sources])
+
+    def signature(self, arrays, values):
+        """The Numba types of the kernel's arguments: what it must be compiled for before
+        it runs on ``arrays`` (:mod:`tenalg.backends.compiler` compiles it beforehand)."""
+        return tuple(typeof(a) for a in self.arguments(arrays, values))
+
+    def compiled(self, arrays, values=(), *, load=True):
+        """Whether the kernel is compiled for the argument types of ``run(arrays, values)``:
+        in this process, or, with ``load``, in Numba's on-disk cache, from which it is then
+        loaded (milliseconds, where compiling takes seconds).  False: ``run`` compiles
+        first.  Thread-safe; compiles nothing."""
+        kernel = self.kernel
+        flats = [_memory(x) for x in arrays]
+        if len(values) < self.scalars:
+            values = tuple(values) + (1,) * (self.scalars - len(values))
+        args = (self.shape, self.offs, *self.static, _scalars(values, self.compute),
+                *[flats[k] for k in self.sources])
+        signature = tuple(kernel.typeof_pyval(x) for x in args)
+        if signature in kernel.overloads:
+            return True
+        # Numba's cache has no public query: load_overload reads the index and the entry
+        if not load or kernel._cache.load_overload(signature, kernel.targetctx) is None:
+            return False
+        kernel.compile(signature)  # found in the cache: loaded, not compiled
+        return True
 
     def rebased(self, arrays):
         """This call on ``arrays`` themselves rather than on the views made from them
@@ -173,3 +203,20 @@ def _cached_scalars(values, compute):
     if is_complex(compute):
         return np.array([complex(v) for v in values], compute)
     return np.array([float(np.real(v)) for v in values], compute)
+
+
+def is_compiled(call, arrays, values=(), *, load=True):
+    """Whether ``call`` (from :func:`~tenalg.kernels.cpu.permute_call`, ``reduce_call`` or
+    ``elementwise_call``) would run its kernel without compiling it: :meth:`_Call.compiled`.
+    ``arrays`` and ``values`` are what ``call.run`` takes (out first; a reduction's
+    ``(out, a, c or out)``).
+
+    >>> import numpy as np
+    >>> from tenalg.kernels.cpu import permute_call
+    >>> out, a = np.empty((3, 2)), np.arange(6.0).reshape(2, 3).T
+    >>> call = permute_call(out, a, alpha=1, unary="identity", compute=np.dtype(np.float64))
+    >>> call.run((out, a), (1,))
+    >>> is_compiled(call, (out, a), (1,))
+    True
+    """
+    return call.compiled(arrays, values, load=load)
