@@ -81,7 +81,7 @@ def test_bench_load_starts_busy_processes_and_stops_them(tmp_path, capsys, monke
     assert status == 0 and seen == [1]
     captured = capsys.readouterr()
     assert captured.err == ""  # --no-progress
-    assert "1 busy processes started by the run" in captured.out
+    assert "1 busy process started by the run" in captured.out
     data = json.loads((tmp_path / "bench-results.json").read_text())
     assert data["settings"]["load"] == 1
     assert data["results"][0]["background_processes"] == 1

@@ -121,7 +121,7 @@ def _bench(args):
     print(runner.format_limits(machine_limits))
     print(runner.format_table(results, machine_limits))
     loadavg, cores = os.getloadavg()[0], os.cpu_count()
-    started = f", {args.load} busy processes started by the run" if args.load else ""
+    started = f", {_busy(args.load)} started by the run" if args.load else ""
     suspect = sum(1 for r in results if r.times and r.suspect())
     print(f"load average {loadavg:.2f} (last minute, this run included{started}) on {cores} "
           f"cores; {suspect} of {len(results)} rows suspect (marked ?)")
@@ -160,10 +160,15 @@ def _measure(args, chosen, budget, bar, limits, runner):
     return results, {key: max(before[key], after[key]) for key in before}
 
 
+def _busy(n):
+    """'1 busy process', '2 busy processes'."""
+    return f"{n} busy process{'es' if n != 1 else ''}"
+
+
 def _title(settings, cores):
     """The chart's title: what ran, where."""
     chosen = [f"{key} {settings[key]}" for key in ("group", "only") if settings[key]]
     return (f"tenalg bench{' --quick' if settings['quick'] else ''}: "
             f"{', '.join(chosen) or 'all workloads'}; {cores} cores, "
-            f"{settings['load']} busy processes started, "
+            f"{_busy(settings['load'])} started, "
             f"{settings['repeat_time_s']} s of timing per engine")
