@@ -24,6 +24,9 @@ Entering and leaving cost about 10 us (threadpoolctl), once per decomposition.
 >>> bool(np.allclose(q @ r, np.eye(3)))
 True
 
+How long OpenBLAS's idle threads spin after a call is set where this module is imported,
+by :mod:`tenalg.pools` (the process's pools share the cores: their policy lives there).
+
 A stack of GEMMs each too small for OpenBLAS to thread (it threads none of 256 products
 of 64 x 64 float32 matrices: ``np.matmul`` ran them on one core in 1.21 ms, torch's
 ``bmm`` in 0.96) is cut into parts that the threads take in turn, each part a
