@@ -11,9 +11,10 @@ LocalCluster the bench starts (processes, one thread each, BLAS on one thread).
 
 Engines: ``tenalg`` runs on 2 workers, ``1-worker`` the same on 1 (so the runner's
 speed-up is that of 2 workers over 1); W3 adds ``dask-einsum`` (2 workers) and
-``dask-einsum-1w``. ``python -m tenalg.bench.bench_distributed [--quick]`` prints the
-full table: time, speed-up, bytes moved between workers, tasks per operation and peak
-memory growth per worker.
+``dask-einsum-1w``. ``python -m tenalg.bench.bench_distributed [--quick] [--repeats N]``
+prints the full table: time, speed-up, bytes moved between workers, tasks per operation
+and peak memory per worker; ``... alternating [--quick]`` times W1 and W2's add + round on
+1 and 2 workers alternately (:func:`alternating`).
 
 >>> [w.name for w in workloads()][:1]
 ['dist-train-round-d8-n16384-r32-16']
@@ -29,8 +30,10 @@ from tenalg import tt
 
 from .registry import Skip, Workload
 
-BLAS_ONE = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-            "NUMBA_NUM_THREADS": "1"}
+# NUMBA_NUM_THREADS is left alone: set through the nanny's environment, it reached Numba
+# after its threads had started and a later compilation raised "Cannot set
+# NUMBA_NUM_THREADS to a different value once the threads have been launched".
+BLAS_ONE = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _CLUSTERS = {}
 
 
@@ -241,9 +244,36 @@ def table(quick=False, repeats=3):
                            _w2_ops(k, quick)))
 
 
+def alternating(quick=True, rounds=3):
+    """{workload: [(1-worker seconds, 2-worker seconds), ...]}: W1 and W2's add + round
+    timed alternately on the two clusters, after one warm-up call each, so that a busy
+    machine slows both alike."""
+    ops = {"W1": {k: _w1_ops(k, quick)[0] for k in (1, 2)},
+           "W2 add-round": {k: _w2_ops(k, quick)[0]["add-round"] for k in (1, 2)}}
+    out = {}
+    for name, fns in ops.items():
+        fns[1](), fns[2]()
+        pairs = []
+        for _ in range(rounds):
+            times = []
+            for k in (1, 2):
+                start = time.perf_counter()
+                fns[k]()
+                times.append(time.perf_counter() - start)
+            pairs.append(tuple(times))
+        out[name] = pairs
+    return out
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     quick = "--quick" in argv
+    if "alternating" in argv:
+        for name, pairs in alternating(quick).items():
+            for one, two in pairs:
+                print(f"{name:14} 1 worker {one:7.3f} s  2 workers {two:7.3f} s  "
+                      f"{one / two:5.2f}x", flush=True)
+        return
     repeats = int(argv[argv.index("--repeats") + 1]) if "--repeats" in argv else 3
     print(f"{'workload':30} {'engine':12} {'workers':>7} {'time':>10} {'vs 1w':>6} "
           f"{'moved':>11} {'tasks':>6} {'mem growth':>11} {'peak RSS':>10}  (per worker)",
