@@ -37,7 +37,9 @@ from time import monotonic as _clock
 # what idle pool threads do before they sleep: libgomp spins this many times, OpenBLAS for
 # 2^this many cycles (its range is 4 to 30)
 SPINS = {"GOMP_SPINCOUNT": "10000", "OPENBLAS_THREAD_TIMEOUT": "20"}
-SAMPLE_S = 0.02  # /proc/loadavg is read at most this often (a read costs 5-10 us)
+# /proc/loadavg is read at most this often: a read of the descriptor kept open costs about
+# 1 us (opening the file each time 20 us), and OpenBLAS's threads spin for milliseconds
+SAMPLE_S = 0.002
 # the cores this process may run on (taskset, cgroups' cpusets), else the machine's
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -60,6 +62,17 @@ def _runnable(text):
 
 
 _sample = [-1.0, None]  # when /proc/loadavg was read last, the free cores it gave
+_files = {}  # path -> a descriptor kept open (a pread at 0 gives the line afresh)
+
+
+def _read(path):
+    """The text of ``path`` through a descriptor kept open; None where it can't be read."""
+    try:
+        if path not in _files:
+            _files[path] = os.open(path, os.O_RDONLY)
+        return os.pread(_files[path], 256, 0).decode("ascii", "replace")
+    except OSError:
+        return None
 
 
 def free_cores(cores=None, path="/proc/loadavg", now=None):
@@ -72,12 +85,8 @@ def free_cores(cores=None, path="/proc/loadavg", now=None):
     cores = cores or _CORES
     now = _clock() if now is None else now
     if now - _sample[0] >= SAMPLE_S:
-        try:
-            with open(path) as file:
-                others = _runnable(file.read())
-        except OSError:
-            others = None
-        _sample[:] = now, others
+        text = _read(path)
+        _sample[:] = now, None if text is None else _runnable(text)
     others = _sample[1]
     return cores if others is None else max(1, cores - others)
 
