@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
+from ..blas import one_blas_thread
 from ..errors import OperationError
 from .core import check_storage
 from .linalg import smalleigh
@@ -49,7 +50,8 @@ def from_dense(array, eps=0.0, max_rank=None, storage="contiguous"):
 
 def _lapack_bond(m, delta, max_rank):
     """(U_k, S_k V_k^H) of LAPACK's SVD of ``m``, k the rank kept for ``delta``."""
-    u, s, vh = np.linalg.svd(m, full_matrices=False)
+    with one_blas_thread(m.dtype):
+        u, s, vh = np.linalg.svd(m, full_matrices=False)
     k = int(keep_ranks(s[None], np.array([delta]), max_rank)[0][0])
     return u[:, :k], s[:k, None] * vh[:k]
 
@@ -76,7 +78,7 @@ def _gram_bond(m, delta, max_rank):
     gram = x @ x.conj().T
     if not np.isfinite(gram).all():
         return None  # LAPACK's SVD says what is wrong
-    lam, v = np.linalg.eigh(gram)
+    lam, v = smalleigh.reference_eigh(gram)
     lam, v = lam[::-1], v[:, ::-1]
     u = unit_roundoff(wide)
     err = (SAFETY * (cols + rows) + 2 * smalleigh.ACCURACY * rows) * u * max(float(lam.sum()), 0.0)

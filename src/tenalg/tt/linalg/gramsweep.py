@@ -33,6 +33,7 @@ cores are few and small; their rounding noise is then far below the float32 floo
 
 import numpy as np
 
+from ...blas import one_blas_thread
 from . import smalleigh
 from .batched import frobenius, spread
 from .bondsvd import SAFETY, rank_mask
@@ -166,8 +167,8 @@ def _sweep(summands, coefficients, eps, max_rank, u_data):
         gl = einsum("gma,gmb->gab", vm.conj(), vm)
         sl = np.abs(einsum("gaa->g", gl))
         sl = np.where(sl > 0, sl, 1).astype(sl.dtype)
-        lam_l, q_l = np.linalg.eigh(gl / sl.reshape(-1, 1, 1))
-        lam_r, q_r = np.linalg.eigh(grams[c])
+        lam_l, q_l = smalleigh.reference_eigh(gl / sl.reshape(-1, 1, 1))
+        lam_r, q_r = smalleigh.reference_eigh(grams[c])
         eigh_err = 2 * smalleigh.ACCURACY * big
         err_l = (SAFETY * (k * n + big) + eigh_err) * u
         err_r = (gerrs[c] + eigh_err) * u
@@ -175,7 +176,8 @@ def _sweep(summands, coefficients, eps, max_rank, u_data):
         rr, ir = _roots(lam_r, err_r)
         shift = 2 * (err_l * (lam_r[:, -1] + err_r) + err_r * (lam_l[:, -1] + err_l))
         mat = rl[:, :, None] * einsum("gab,gac->gbc", q_l.conj(), q_r) * rr[:, None, :]
-        uu, s, wh = np.linalg.svd(mat)
+        with one_blas_thread(mat.dtype):
+            uu, s, wh = np.linalg.svd(mat)
         log_sigma = logs + 0.5 * (safe_log(sl) + glogs[c])
         if c == 0:
             net = frobenius(s)
