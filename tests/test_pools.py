@@ -72,3 +72,32 @@ def test_free_cores_without_proc_loadavg_is_every_core(tmp_path):
 
 def test_free_cores_of_this_machine():
     assert 1 <= pools.free_cores() <= (os.cpu_count() or 1)
+
+
+def test_kernels_take_no_more_threads_than_the_free_cores(monkeypatch):
+    """thread_count() (the kernels' plans key their calls by it) is numba's setting capped
+    by free_cores(); after a parallel call this pool's own workers are not counted."""
+    import numba
+
+    from tenalg.kernels.cpu import one_thread, threads
+
+    if numba.get_num_threads() < 2:
+        pytest.skip("one thread")
+    asked = []
+
+    def fake(free):
+        def free_cores(ours=0):
+            asked.append(ours)
+            return free
+        return free_cores
+
+    monkeypatch.setattr(threads, "_was_parallel", [True])
+    monkeypatch.setattr(threads, "free_cores", fake(1))
+    assert threads.thread_count() == 1 and threads._threads(1 << 30) == 1
+    assert asked == [numba.get_num_threads() - 1, 0]  # then serial: every other counts
+    monkeypatch.setattr(threads, "free_cores", fake(64))
+    assert threads.thread_count() == numba.get_num_threads()
+    assert threads._threads(1) == 1  # small work: one thread, no look at the load
+    assert asked[-1] == 0 and len(asked) == 3
+    with one_thread():
+        assert threads.thread_count() == 1 and len(asked) == 3  # no look either

@@ -75,12 +75,14 @@ def _read(path):
         return None
 
 
-def free_cores(cores=None, path="/proc/loadavg", now=None):
+def free_cores(cores=None, path="/proc/loadavg", now=None, ours=0):
     """Cores that other threads leave free now (at least 1; all of them where
     ``/proc/loadavg`` cannot be read), read afresh at most every :data:`SAMPLE_S` s.
 
-    Spinning pool threads of this process count as others: they hold a core too.  The
-    count is the machine's: a process confined to some cores errs toward fewer threads.
+    Spinning pool threads of this process count as others (they hold a core too), but for
+    ``ours`` of them: the caller's own pool's workers, which may still spin after its last
+    parallel call.  The count is the machine's: a process confined to some cores errs
+    toward fewer threads.
     """
     cores = cores or _CORES
     now = _clock() if now is None else now
@@ -88,7 +90,7 @@ def free_cores(cores=None, path="/proc/loadavg", now=None):
         text = _read(path)
         _sample[:] = now, None if text is None else _runnable(text)
     others = _sample[1]
-    return cores if others is None else max(1, cores - others)
+    return cores if others is None else max(1, cores - max(0, others - ours))
 
 
 quiet_spins()  # before Numba's first parallel kernel loads libgomp

@@ -12,6 +12,8 @@ import functools
 from numba import get_num_threads, set_num_threads
 from numba.np.ufunc import parallel as _pool
 
+from ...pools import free_cores
+
 # Below this many elements a thread-pool launch costs more than it saves: on Zen 1 from
 # 2^19; on Zen 4 two threads win from 2^18 float64 elements (a sum of (2048, 128) over
 # axis 1 36.5 -> 23.0 us, over axis 0 of (512, 512) 49.8 -> 32.3, NumPy 40.7; a 512^2
@@ -28,8 +30,9 @@ def _thread_counter():
 
 
 def _threads(work):
-    """Threads to use for ``work`` elements: small problems run on one."""
-    return _thread_counter()() if work >= _SERIAL_WORK else 1
+    """Threads to use for ``work`` elements: small problems run on one, others on
+    :func:`thread_count`."""
+    return thread_count() if work >= _SERIAL_WORK else 1
 
 
 @contextlib.contextmanager
@@ -48,9 +51,26 @@ def one_thread():
         set_num_threads(threads)
 
 
+_was_parallel = [True]  # whether the last parallel call took more than one thread
+
+
 def thread_count():
-    """The threads a parallel kernel runs on now (numba's setting for the calling thread)."""
-    return _thread_counter()()
+    """The threads a parallel kernel runs on now: numba's setting for the calling thread,
+    and no more than the cores that other threads leave free (:func:`tenalg.pools.free_cores`).
+
+    A kernel split evenly over the cores waits for whichever thread the OS deschedules:
+    beside other busy processes a (64,)^4 float32 partial trace took 9.7 ms on two threads
+    and 5.3 on the cores left free, NumPy's ``np.trace`` 5.3; a (32,)^4 permutation right
+    after a 1024^2 GEMM (OpenBLAS's threads spinning) 4.4 ms against 1.5 (medians,
+    ``python -m tenalg.bench.pools``, in one process, on a 2-core VM under load).  After
+    a parallel call this pool's own workers may still spin: they are not counted as
+    others then, so that a loop of parallel calls on an idle machine stays parallel.
+    """
+    threads = _thread_counter()()
+    if threads > 1:
+        threads = min(threads, free_cores(ours=threads - 1 if _was_parallel[0] else 0))
+        _was_parallel[0] = threads > 1
+    return threads
 
 
 def _on_threads(about, threads):
