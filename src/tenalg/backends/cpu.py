@@ -12,32 +12,44 @@ import numpy as np
 
 from ..kernels import cpu, direct
 from ..operations import SCALARS
+from . import compiler
+from .reference import ReferenceRunner
 from .strided import STRIDED_KINDS, StridedRunner, analysis, work
+
+_COMPILING = object()  # a call whose kernel is compiling: the twin runs meanwhile
 
 
 class CpuRunner(StridedRunner):
     """One operation on the Numba kernels.  The kernel call for a pattern of scalars and
     the threads now is made on the first run with them, on views, then kept rebased onto
     the arrays themselves, so that later runs skip the views and all preparation (a
-    16 x 16 transpose plan 9.1 -> 4.9 us, a 16 x 16 add 17.8 -> 7.1 us)."""
+    16 x 16 transpose plan 9.1 -> 4.9 us, a 16 x 16 add 17.8 -> 7.1 us).
+
+    With a ``twin`` (a runner of NumPy code), a call whose kernel is not compiled yet runs
+    the twin while :mod:`tenalg.backends.compiler` compiles the kernel off the thread;
+    without one (the backend asked for by name) the call waits for the compiler."""
 
     beside_gemm = staticmethod(cpu.one_thread)
 
-    def __init__(self, operation, reason):
+    def __init__(self, operation, reason, twin=None):
         super().__init__(operation)
         self.reason = reason
+        self._twin = twin
         self._calls = {}
+        self._compiling = {}  # calls whose kernels are compiling, by key
         self._last = (None, None)  # the last scalars object seen and its pattern
 
     def run(self, out, arrays, scalars):
         if self._skip:
             return
         call = self._call(out, arrays, scalars)
-        if call is not None:
+        if call is _COMPILING:
+            self._twin.run(out, arrays, scalars)
+        elif call is not None:
             call.run((out, *arrays), tuple(scalars.values()))
-            return
-        name, args, kwargs = self.request(out, arrays, scalars)
-        getattr(cpu, name)(*args, **kwargs)
+        else:
+            name, args, kwargs = self.request(out, arrays, scalars)
+            getattr(cpu, name)(*args, **kwargs)
 
     def _call(self, out, arrays, scalars):
         """The kernel call for these scalars and the threads now; None where the work takes
@@ -52,16 +64,28 @@ class CpuRunner(StridedRunner):
         try:
             return self._calls[key]
         except KeyError:
+            pass
+        call = self._compiling.get(key)
+        if call is None:
             call = self._new_call(out, arrays, scalars)
-            call = self._calls[key] = None if call is None else call.rebased((out, *arrays))
-            return call
+            call = None if call is None else call.rebased((out, *arrays))
+        if call is not None and self._twin is not None and not compiler.ready(
+                call.kernel, call.signature((out, *arrays), tuple(scalars.values()))):
+            self._compiling[key] = call
+            return _COMPILING
+        self._compiling.pop(key, None)
+        self._calls[key] = call
+        return call
 
     def _new_call(self, out, arrays, scalars):
         name, args, kwargs = self.request(out, arrays, scalars)
         return getattr(cpu, name + "_call")(*args, **kwargs)
 
     def explain(self):
-        return self.explain_layout() + [f"kernel: cpu.{self.kernel_name}: {self._about()}"]
+        lines = self.explain_layout() + [f"kernel: cpu.{self.kernel_name}: {self._about()}"]
+        if self._compiling:
+            lines.append("compiling off the thread: the reference kernels run until it is done")
+        return lines
 
     def _about(self):
         """What the kernel call does with default scalars and the threads now, made on
@@ -94,7 +118,7 @@ class CpuBackend:
 
     def prepare(self, operation, chosen=False):
         if chosen:
-            return CpuRunner(operation, "asked for by name")
+            return CpuRunner(operation, "asked for by name")  # which waits for the compiler
         op = operation
         loops = analysis(op)[0]
         operands = list(op.inputs) + ([op.addend] if op.addend is not None else [])
@@ -105,4 +129,5 @@ class CpuBackend:
         size = work(op, loops)
         if not cpu.supports(op.kind, dtypes, len(loops), size, hint):
             return None
-        return CpuRunner(op, f"{size} elements of work pay for the Numba kernels")
+        return CpuRunner(op, f"{size} elements of work pay for the Numba kernels",
+                         twin=ReferenceRunner(op))

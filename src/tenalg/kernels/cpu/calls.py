@@ -13,7 +13,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, typeof
+from numba import njit
 
 from ...descriptors import Unary
 from ...dtypes import is_complex
@@ -138,23 +138,18 @@ class _Call(NamedTuple):
         return (self.shape, self.offs, *self.static, _scalars(values, self.compute),
                 *[flats[k] for k in self.sources])
 
-    def signature(self, arrays, values):
-        """The Numba types of the kernel's arguments: what it must be compiled for before
-        it runs on ``arrays`` (:mod:`tenalg.backends.compiler` compiles it beforehand)."""
-        return tuple(typeof(a) for a in self.arguments(arrays, values))
+    def signature(self, arrays, values=()):
+        """The Numba types of the kernel's arguments, as its dispatcher reads them: what it
+        must be compiled for before it runs on ``arrays`` (:mod:`tenalg.backends.compiler`
+        compiles it off the calling thread)."""
+        return tuple(map(self.kernel.typeof_pyval, self.arguments(arrays, values)))
 
     def compiled(self, arrays, values=(), *, load=True):
         """Whether the kernel is compiled for the argument types of ``run(arrays, values)``:
         in this process, or, with ``load``, in Numba's on-disk cache, from which it is then
         loaded (milliseconds, where compiling takes seconds).  False: ``run`` compiles
         first.  Thread-safe; compiles nothing."""
-        kernel = self.kernel
-        flats = [_memory(x) for x in arrays]
-        if len(values) < self.scalars:
-            values = tuple(values) + (1,) * (self.scalars - len(values))
-        args = (self.shape, self.offs, *self.static, _scalars(values, self.compute),
-                *[flats[k] for k in self.sources])
-        signature = tuple(kernel.typeof_pyval(x) for x in args)
+        kernel, signature = self.kernel, self.signature(arrays, values)
         if signature in kernel.overloads:
             return True
         # Numba's cache has no public query: load_overload reads the index and the entry

@@ -1,0 +1,124 @@
+"""Numba kernels compiled off the calling thread, so that no call waits on the compiler.
+
+A kernel compiles for each new signature (dtypes, ranks of its arguments): seconds of
+LLVM work, tens of seconds on a busy machine. :func:`ready` says whether a kernel is
+compiled for a signature and, where it is not, queues the compilation on one background
+thread and returns False: the caller then runs its NumPy twin for this call (the cpu
+backend does; see :class:`tenalg.backends.cpu.CpuRunner`). Later calls take the kernel
+once it is ready. Compiled code loads from Numba's on-disk cache where it is there
+(:mod:`tenalg.kernels.jit` says where that is), which is fast but also off the thread.
+
+The environment variable ``TENALG_COMPILE`` chooses: "background" (the default) or
+"wait" (compile on the calling thread, as Numba does by itself). :func:`wait` waits for
+everything queued (``tenalg compile`` and the benchmarks use it). A fork waits for the
+compilation under way (a child must not inherit Numba's compiler lock held by a thread
+it does not have); at exit the thread is abandoned: Numba writes each cache file whole,
+under a temporary name, so nothing half-written is left behind.
+
+>>> import numba
+>>> @numba.njit
+... def twice(x):
+...     return 2 * x
+>>> sig = (numba.int64,)
+>>> first = ready(twice, sig)      # queued (True only in "wait" mode)
+>>> wait(), ready(twice, sig), twice(21)
+(True, True, 42)
+"""
+
+import os
+import queue
+import threading
+
+MODES = ("background", "wait")
+
+_queue = queue.Queue()
+_queued = set()  # (kernel id, signature) queued or being compiled
+_lock = threading.Lock()
+_busy = threading.Lock()  # held while a compilation runs
+_idle = threading.Condition(_lock)
+_worker = None
+_errors = []
+
+
+def mode():
+    """The compile mode now: ``TENALG_COMPILE``, "background" unless set to "wait"."""
+    value = os.environ.get("TENALG_COMPILE", "background")
+    return value if value in MODES else "background"
+
+
+def ready(kernel, signature):
+    """Whether ``kernel`` (a Numba dispatcher) is compiled for ``signature`` (a tuple of
+    Numba types); if it is not, its compilation is queued (in "wait" mode: done now)."""
+    if signature in kernel.overloads:
+        return True
+    if mode() == "wait":
+        kernel.compile(signature)
+        return True
+    key = (id(kernel), signature)
+    with _lock:
+        if key not in _queued:
+            _queued.add(key)
+            _queue.put((kernel, signature, key))
+            _start()
+    return False
+
+
+def pending():
+    """How many compilations are queued or under way."""
+    with _lock:
+        return len(_queued)
+
+
+def wait(timeout=None):
+    """Wait until no compilation is queued or under way (at most ``timeout`` seconds);
+    returns whether that is so.  Raises the first error a compilation met."""
+    with _idle:
+        done = _idle.wait_for(lambda: not _queued, timeout)
+    if _errors:
+        raise _errors.pop(0)
+    return done
+
+
+def _start():
+    global _worker
+    if _worker is None or not _worker.is_alive():
+        _worker = threading.Thread(target=_compile_forever, name="tenalg-compiler",
+                                   daemon=True)
+        _worker.start()
+
+
+def _compile_forever():
+    while True:
+        kernel, signature, key = _queue.get()
+        try:
+            with _busy:
+                kernel.compile(signature)
+        except Exception as error:  # noqa: BLE001 - kept for wait(); the call ran its twin
+            _errors.append(error)
+        finally:
+            with _idle:
+                _queued.discard(key)
+                _idle.notify_all()
+
+
+def _before_fork():
+    _busy.acquire()  # a fork waits for the compilation under way
+    _lock.acquire()
+
+
+def _after_fork_in_parent():
+    _lock.release()
+    _busy.release()
+
+
+def _after_fork_in_child():
+    global _worker, _busy, _lock, _idle, _queue
+    # the compiling thread is not in the child: its queue and locks start afresh
+    _lock = threading.Lock()
+    _idle = threading.Condition(_lock)
+    _busy, _queue, _worker = threading.Lock(), queue.Queue(), None
+    _queued.clear()
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                    after_in_child=_after_fork_in_child)
