@@ -12,7 +12,7 @@ from test_einsum import expressions
 
 import tenalg as ta
 from tenalg.einsum import einsum, einsum_plan
-from tenalg.einsum_numpy import OutputTypeError
+from tenalg import OutputTypeError
 
 FALLBACK_DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
                    np.uint64, np.bool_, np.longdouble, np.clongdouble, object]

@@ -25,10 +25,7 @@ def _resolve(module, node):
     package = module.split(".")
     is_package = (ROOT.parent / pathlib.Path(*package) / "__init__.py").exists()
     base = package if is_package else package[:-1]
-    if node.level:
-        base = base[: len(base) - node.level + 1]
-    else:
-        base = []
+    base = base[:len(base) - node.level + 1] if node.level else []
     stem = ".".join(base + ([node.module] if node.module else []))
     submodules = [f"{stem}.{alias.name}" for alias in node.names]  # those imported by name
     # ``from . import x`` needs the package only begun (x itself is loaded)

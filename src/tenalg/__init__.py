@@ -8,6 +8,8 @@ trains (:mod:`tenalg.tt`) and symmetric block-sparse tensors (:mod:`tenalg.symme
 3.0
 """
 
+# first: the thread pools' spin settings, read once by each library as it loads
+from . import pools
 # the backends that ship with tenalg register themselves with the seam (tenalg.seam)
 from . import backends
 from . import seam
@@ -40,6 +42,7 @@ from .descriptors import TensorDescriptor
 from .descriptors import Unary
 from .dtypes import bfloat16
 from .errors import AliasError
+from .errors import AxisError
 from .errors import BoundsError
 from .errors import DescriptorError
 from .errors import DTypeError
@@ -49,7 +52,9 @@ from .errors import InputCountError
 from .errors import InputMismatchError
 from .errors import OperationError
 from .errors import OutputMismatchError
+from .errors import OutputTypeError
 from .errors import ScalarCountError
+from .errors import SublistError
 from .errors import TenalgError
 from .operations import Operation
 from .plan import Plan

@@ -30,6 +30,7 @@ from .dtypes import real_type, storage_type
 from .einsum import einsum
 from .errors import DescriptorError, OperationError
 from .kernels import cpu
+from .seam import foreign_kind, front_end
 from .views import diagonal, diagonals, normalize_axis
 
 __all__ = [
@@ -48,6 +49,8 @@ def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, out=Non
     >>> reduce(np.arange(6.0).reshape(2, 3), "ij", "i", "max").tolist()
     [2.0, 5.0]
     """
+    if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
+        return front_end(kind).reduce(a, modes_in, modes_out, op, alpha=alpha, c=c, beta=beta)
     a = as_array(a, "a")
     addend = None if c is None else (as_array(c, "c"), modes_out, Unary.IDENTITY)
     return run("reduction", [(a, modes_in, Unary.IDENTITY, "A")], modes_out, addend=addend,
@@ -113,6 +116,8 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, *,  # noqa: A001 - N
     >>> sum([[1, 2], [3, 4]], axis=0, keepdims=True)
     array([[4, 6]])
     """
+    if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
+        return front_end(kind).sum(a, axis)
     a = as_array(a, "a")
     if (dtype is None and not keepdims and compute_dtype is None and plain_ints(axis)
             and a.dtype in KERNEL_TYPES and (out is None or kernel_array(out))):
@@ -168,6 +173,8 @@ def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, out=None):
     >>> trace(np.arange(9).reshape(3, 3), offset=1)
     array(6)
     """
+    if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
+        return front_end(kind).trace(a, axis1, axis2)
     a = as_array(a, "a")
     if (type(axis1) is int and type(axis2) is int and type(offset) is int and dtype is None
             and a.dtype in KERNEL_TYPES and (out is None or kernel_array(out))):
@@ -211,6 +218,8 @@ def partial_trace(a, pairs, *, out=None):
     >>> partial_trace(np.ones((2, 3, 2)), [(0, 2)]).tolist()
     [2.0, 2.0, 2.0]
     """
+    if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
+        return front_end(kind).partial_trace(a, pairs)
     a = as_array(a, "a")
     try:
         pairs = tuple(tuple(p) for p in pairs)
@@ -263,6 +272,8 @@ def permute(a, axes=None, *, alpha=None, out=None):
     array([[1, 3],
            [2, 4]])
     """
+    if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
+        return front_end(kind).permute(a, axes, alpha=1 if alpha is None else alpha)
     a = as_array(a, "a")
     if axes is None:
         axes = tuple(range(a.ndim - 1, -1, -1))
@@ -353,6 +364,10 @@ def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, out=
     >>> contract(x, "ij", x, "jk", "ik").tolist()
     [[2.0, 3.0], [6.0, 11.0]]
     """
+    foreign = type(a) is not np.ndarray or type(b) is not np.ndarray
+    if foreign and (kind := foreign_kind((a, b))):  # Dask arrays, say
+        return front_end(kind).contract(a, modes_a, b, modes_b, modes_out, alpha=alpha, c=c,
+                                        beta=beta)
     arrays = (as_array(a, "a"), as_array(b, "b")) + (() if c is None else (as_array(c, "c"),))
     key = cache_key(("contraction", modes_a, modes_b, modes_out, unary_a, unary_b, compute_dtype,
                 c is None), (modes_a, modes_b, modes_out))

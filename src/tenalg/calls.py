@@ -14,8 +14,7 @@ import numpy as np
 from .contraction import gemm_layout
 from .descriptors import Operand, TensorDescriptor
 from .dtypes import STORAGE_TYPES, result_type
-from .einsum_numpy import OutputTypeError
-from .errors import DescriptorError, DTypeError
+from .errors import DescriptorError, DTypeError, OutputTypeError
 from .operations import Operation
 from .plan import Plan
 

@@ -29,6 +29,7 @@ import threading
 
 import numpy as np
 
+from .allocation import allocator
 from .contraction import Chain, ContractionKernel, find_path
 from .descriptors import Operand, TensorDescriptor
 from .dtypes import STORAGE_TYPES, compute_type, result_type, storage_type
@@ -58,7 +59,9 @@ from .errors import (
     OutputMismatchError,
 )
 from .operations import Operation
+from .plan import Plan
 from .plan_cache import PlanCache
+from .seam import foreign_kind, front_end
 from .views import diagonal_calls, diagonal_steps, made_by_numpy, strided_view
 
 LABELS = string.ascii_letters
@@ -314,8 +317,6 @@ class EinsumPlan:
         self._lock = threading.Lock()
         self._runs = {}
         self._default = self._build(None)
-        from .plan import allocator
-
         self._allocate = allocator(self._default[0])
         # one operand: its plan allocates and runs a new output itself, with no out checks
         runner = self._default[1]
@@ -366,8 +367,6 @@ class EinsumPlan:
             kind = Operation.reduction if reduces else Operation.permutation
             operation = kind(operand, out=target, out_modes=self.out_modes,
                              compute=self.compute, order=self._plan_order)
-            from .plan import Plan
-
             return operation.output, _Single(Plan(operation))
         chain = Chain(self.operands, self.out_modes, self.path, out=target, addend=None,
                       compute=self.compute, make=ContractionKernel,
@@ -565,6 +564,9 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
     # over a generator costs 0.2-0.6 us a call
     for x in operands:
         if type(x) is not np.ndarray:
+            if (kind := foreign_kind(operands)) is not None:  # Dask arrays, say
+                return front_end(kind).einsum(subscripts, *operands, dtype=dtype,
+                                              optimize=optimize)
             arrays = [x if type(x) is np.ndarray else np.asarray(x) for x in operands]
             key = key[:6] + tuple((x.shape, x.strides, x.dtype) for x in arrays)
             break

@@ -22,7 +22,13 @@ import numpy as np
 
 from .blas import one_blas_thread
 from .dtypes import COMPUTE_TYPES, STORAGE_TYPES
-from .errors import DTypeError, ExpressionError, OperationError, OutputMismatchError
+from .errors import (
+    DTypeError,
+    ExpressionError,
+    OperationError,
+    OutputTypeError,
+    SublistError,
+)
 
 try:  # np.einsum's C routine: its Python wrapper costs 1.5 us of a 3 us small call
     from numpy._core.multiarray import c_einsum
@@ -34,15 +40,6 @@ ORDERS = ("K", "C", "F", "A")
 NUMPY_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 NUMPY_OPTIMIZE = (True, False, "greedy", "optimal")
 _FIRST_FREE = 0x100000  # Supplementary Private Use Area-B: labels for non-int hashables
-
-
-class OutputTypeError(OutputMismatchError, TypeError):
-    """An ``out=`` that is not an array, or whose dtype the result may not be cast to under
-    the casting rule (NumPy raises TypeError for both)."""
-
-
-class SublistError(ExpressionError, TypeError):
-    """An interleaved-form sublist that is not a sequence of labels (NumPy: TypeError)."""
 
 
 def check_order(order):

@@ -9,6 +9,8 @@ All checks happen before anything is written.
 True
 """
 
+import numpy as np
+
 
 class TenalgError(Exception):
     """Base class of every tenalg error."""
@@ -60,6 +62,20 @@ class InputMismatchError(TenalgError, ValueError):
 
 class OutputMismatchError(TenalgError, ValueError):
     """An output array that does not match the plan's output descriptor."""
+
+
+class OutputTypeError(OutputMismatchError, TypeError):
+    """An ``out=`` that is not an array, or whose dtype the result may not be cast to
+    under the casting rule (NumPy raises TypeError for both)."""
+
+
+class SublistError(ExpressionError, TypeError):
+    """An interleaved-form sublist that is not a sequence of labels (NumPy: TypeError)."""
+
+
+class AxisError(DescriptorError, np.exceptions.AxisError):
+    """An axis out of range: a DescriptorError and NumPy's AxisError (a ValueError and an
+    IndexError), as NumPy raises there."""
 
 
 class AliasError(TenalgError, ValueError):

@@ -27,12 +27,7 @@ import opt_einsum
 from .contraction import find_path
 from .einsum import bind, einsum, interleaved, parse
 from .einsum_numpy import mode_extents
-from .errors import ExtentError, OperationError
-
-
-class AxisIndexError(OperationError, IndexError):
-    """An axis out of bounds (np.tensordot raises IndexError; this is also a ValueError,
-    as NumPy's own AxisError)."""
+from .errors import AxisError, ExtentError, OperationError
 
 
 def _normalize(axes, ndim, which):
@@ -40,7 +35,7 @@ def _normalize(axes, ndim, which):
     for axis in axes:
         axis = operator.index(axis)
         if not -ndim <= axis < ndim:
-            raise AxisIndexError(f"tensordot: axis {axis} is out of bounds for {which} of "
+            raise AxisError(f"tensordot: axis {axis} is out of bounds for {which} of "
                                  f"rank {ndim}")
         out.append(axis % ndim)
     if len(set(out)) != len(out):
@@ -73,7 +68,7 @@ def tensordot(a, b, axes=2):
     if np.ndim(axes) == 0:  # an int N: a's last N axes with b's first N
         n = operator.index(axes)
         if n < 0 or n > min(a.ndim, b.ndim):
-            raise AxisIndexError(f"tensordot: axes={n} with ranks {a.ndim} and {b.ndim}")
+            raise AxisError(f"tensordot: axes={n} with ranks {a.ndim} and {b.ndim}")
         axes_a, axes_b = list(range(a.ndim - n, a.ndim)), list(range(n))
     else:
         axes_a, axes_b = axes

@@ -13,7 +13,7 @@ reach outside that buffer raises :class:`BoundsError` instead of reading foreign
 import numpy as np
 
 from .descriptors import overlapping
-from .errors import BoundsError, DescriptorError
+from .errors import AxisError, BoundsError, DescriptorError
 
 
 def _owner(a):
@@ -205,11 +205,6 @@ def _pair(pair):
     if len(pair) != 2:
         raise DescriptorError(f"a trace pair has two axes, got {pair}")
     return pair
-
-
-class AxisError(DescriptorError, np.exceptions.AxisError):
-    """An axis out of range: tenalg's DescriptorError and NumPy's AxisError (a ValueError
-    and an IndexError), as NumPy raises there."""
 
 
 def normalize_axis(axis, ndim):

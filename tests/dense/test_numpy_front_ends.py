@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tenalg as ta
-from tenalg.einsum_numpy import OutputTypeError
+from tenalg import OutputTypeError
 
 
 class ArrayLike:

@@ -33,7 +33,8 @@ class DirectRunner(ReferenceRunner):
             super().run(out, arrays, scalars)
 
     def explain(self):
-        tail = ")" if self.call.scaled else f"; reference.{self.kernel_name} when scalars are given)"
+        tail = (")" if self.call.scaled
+                else f"; reference.{self.kernel_name} when scalars are given)")
         return self.explain_layout() + [f"kernel: direct ({self.call.describe}{tail}"]
 
 

@@ -26,3 +26,7 @@ from .pack import DistributedPack
 from .pack import PackOperationError
 from .stencil import step as stencil_step
 from .train import DistributedTrain
+from .. import seam
+
+# plans for Dask arrays (Plan(op, kind="dask")) run on the dask backend
+seam.register(BACKEND)
