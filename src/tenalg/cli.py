@@ -1,6 +1,7 @@
 """The ``tenalg`` command: ``tenalg bench`` runs the benchmark suite, ``tenalg explain``
-prints what an einsum plan does.
+prints what an einsum plan does, ``tenalg compile`` compiles every kernel ahead of time.
 
+    tenalg compile
     tenalg bench --quick
     tenalg bench --only trace-4096x4096-f64 --out results/
     tenalg explain "ij,jk->ik" 64x32 32x16 --dtype float32
@@ -14,6 +15,7 @@ import os
 import sys
 
 from . import __version__
+from .backends import ahead
 from .descriptors import TensorDescriptor
 from .dtypes import storage_type
 from .einsum import einsum_plan
@@ -63,6 +65,13 @@ def _parser():
     bench.add_argument("--no-progress", action="store_true",
                        help="no progress (a bar on a terminal, else a line a step)")
 
+    compile_ = commands.add_parser(
+        "compile", help="compile every Numba kernel ahead of time (fills Numba's cache)",
+        description="Compile the kernels now, for images and clusters, so that no later "
+                    "process compiles: minutes, once per installation and machine.")
+    compile_.add_argument("--dtype", metavar="D", action="append",
+                          help="only this storage dtype (repeatable; default all six)")
+
     explain = commands.add_parser("explain", help="show the plan of an einsum expression",
                                   description="Print tenalg.einsum_plan(EXPR, ...).explain().")
     explain.add_argument("expression", metavar="EXPR", help='like "ij,jk->ik"')
@@ -78,10 +87,29 @@ def main(argv=None):
     try:
         if args.command == "bench":
             return _bench(args)
+        if args.command == "compile":
+            return _compile(args)
         return _explain(args)
     except TenalgError as error:
         print(f"tenalg {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
+
+
+def _compile(args):
+    dtypes = [storage_type(d, "--dtype").name for d in args.dtype] if args.dtype else None
+    terminal = sys.stderr.isatty()
+
+    def report(k, n, name, seconds):
+        done = round(30 * k / n)
+        line = f"[{'#' * done}{'.' * (30 - done)}] {k}/{n} {name}: {seconds:.1f} s"
+        print(("\r" + line.ljust(90)) if terminal else line, end="" if terminal else "\n",
+              file=sys.stderr, flush=True)
+
+    print(f"compiling tenalg's kernels ({'all dtypes' if dtypes is None else ', '.join(dtypes)})",
+          file=sys.stderr, flush=True)
+    total = ahead.compile_all(dtypes, report)
+    print(("\n" if terminal else "") + f"compiled in {total:.1f} s", file=sys.stderr)
+    return 0
 
 
 def _explain(args):

@@ -8,7 +8,7 @@
 :mod:`tenalg.seam` says what a backend is and how to add one (``docs/architecture.md``).
 
 >>> from tenalg import seam
->>> [b.name for b in seam.registered()][-4:]
+>>> [b.name for b in seam.registered()][:4]
 ['blas', 'cpu', 'direct', 'reference']
 """
 

@@ -10,9 +10,8 @@ permutations, reductions and elementwise operations large enough to pay for them
 
 import numpy as np
 
-from ..kernels import cpu, direct
+from ..kernels import compiler, cpu, direct
 from ..operations import SCALARS
-from . import compiler
 from .reference import ReferenceRunner
 from .strided import STRIDED_KINDS, StridedRunner, analysis, work
 
@@ -83,7 +82,7 @@ class CpuRunner(StridedRunner):
 
     def explain(self):
         lines = self.explain_layout() + [f"kernel: cpu.{self.kernel_name}: {self._about()}"]
-        if self._compiling:
+        if self._compiling and compiler.pending():
             lines.append("compiling off the thread: the reference kernels run until it is done")
         return lines
 

@@ -159,9 +159,14 @@ def _reduction(op, allocate):
 
 
 def _diagonal_sum(op, allocate):
-    strided = _strided_sums(op, allocate)
-    if strided is not None:
-        return strided
+    numpy_sum = _numpy_diagonal_sum(op, allocate)
+    strided = _strided_sums(op, allocate, numpy_sum)
+    return numpy_sum if strided is None else strided
+
+
+def _numpy_diagonal_sum(op, allocate):
+    """A sum over a diagonal by NumPy: np.add.reduce of its diagonal view for a sum of
+    everything, else np.einsum; None for a broadcast-only output mode."""
     if not op.out_modes:
         return _full_diagonal_sum(op, allocate)
     letters = {m: chr(ord("a") + k) for k, m in enumerate(dict.fromkeys(op.inputs[0].modes))}
@@ -178,13 +183,13 @@ def _diagonal_sum(op, allocate):
     return _runner(call, f"numpy.einsum('{subscripts}')")
 
 
-def _strided_sums(op, allocate):
+def _strided_sums(op, allocate, numpy_sum):
     """A sum over one diagonal of a C-contiguous array into at most two free axes, in
     order (more where they merge into two: :func:`_merged_lanes`), of a C-contiguous
     output (a trace, ``iij->j``, a partial trace) by
     :func:`tenalg.kernels.cpu.strided_sums`, whose threads load the far-apart terms side
     by side (NumPy waits on them one loop at a time); None where that kernel does not
-    apply."""
+    apply.  While the kernel compiles (off the thread), ``numpy_sum`` runs the sums."""
     a = op.inputs[0]
     d, modes = a.descriptor, a.modes
     repeated = [m for m in dict.fromkeys(modes) if modes.count(m) > 1]
@@ -197,12 +202,13 @@ def _strided_sums(op, allocate):
     if len(lanes) > 2:  # the kernel's limit; two lanes as they are keep their measured path
         lanes = _merged_lanes(lanes)
     run = cpu.strided_sums(d.dtype, op.extents[repeated[0]], step, lanes)
-    if run is None:
+    if run is None or numpy_sum is None:
         return None
 
     def call(arrays, out=None):
         out = allocate() if out is None else out
-        run(arrays[0], out)
+        if not run(arrays[0], out, wait=False):
+            numpy_sum(arrays, out)
         return out
 
     return _runner(call, f"cpu.strided_sums over A's diagonal (step {step}, lanes {lanes})")

@@ -9,13 +9,14 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
+from .. import compiler
 from ..jit import JIT as _JIT
 from ..jit import twins as _twins
 from .calls import _ceil_div
 from .lowlevel import _LINE, _U, _prefetch
 from .reduction_lanes import _TREE, _add_lane_runs, _fold, _push
 from .row_sums import _BLOCK
-from .threads import _thread_counter
+from .threads import thread_count
 from .vectors import _for_each_width, _vector_at
 
 # sums over a diagonal whose terms lie a cache line or more apart wait on memory: from this
@@ -228,8 +229,8 @@ def strided_sums(dtype, n, step, lanes):
 
     >>> run = strided_sums(np.dtype(np.float64), 4096, 4097, [])
     >>> out = np.empty(())
-    >>> run(np.eye(4096), out); float(out)
-    4096.0
+    >>> run(np.eye(4096), out), float(out)
+    (True, 4096.0)
     >>> strided_sums(np.dtype(np.float64), 4096, 4097, [(2, 4), (2, 2), (2, 1)]) is None
     True
     """
@@ -247,8 +248,16 @@ def strided_sums(dtype, n, step, lanes):
     params = np.array([0, n, step, h, row_stride, w, lane_stride, ahead,
                        _ceil_div(n, _BLOCK).bit_length() + 1], np.int64)
 
-    def run(a, out):
-        threads = min(_thread_counter()(), n // 2) if parallel else 1
-        _STRIDED_SUMS[threads == 1](a.reshape(-1), params, threads, out.reshape(-1))
+    def run(a, out, wait=True):
+        """The sums into ``out``; returns False, having written nothing, where ``wait`` is
+        False and the kernel is not compiled for these arrays yet (it then compiles off
+        the thread: :mod:`tenalg.kernels.compiler`)."""
+        threads = min(thread_count(), n // 2) if parallel else 1
+        kernel = _STRIDED_SUMS[threads == 1]
+        args = (a.reshape(-1), params, threads, out.reshape(-1))
+        if not wait and not compiler.ready(kernel, tuple(map(kernel.typeof_pyval, args))):
+            return False
+        kernel(*args)
+        return True
 
     return run

@@ -2,8 +2,11 @@
 :func:`sum_of_squares` of a whole array (the norm's first pass).
 
 >>> import numpy as np
->>> sum_of_squares(np.full(5, 2.0))
-20.0
+>>> from tenalg.kernels import compiler
+>>> x = np.full(5, 2.0)
+>>> first = sum_of_squares(x)  # None while the kernel compiles off the thread
+>>> compiler.wait(), sum_of_squares(x)
+(True, 20.0)
 """
 
 import math
@@ -11,6 +14,7 @@ import math
 import numpy as np
 from numba import prange
 
+from .. import compiler
 from ..jit import twins as _twins
 from .calls import _dense_order, _layout, _memory
 from .diagonal_sums import _REAL_SUMS
@@ -76,15 +80,20 @@ def sum_of_squares(a):
     """The float64 sum of the squares of the elements of a real array that fills its memory
     (in any order of axes; each square exact for 32- and 16-bit data), in memory order as
     :func:`_row_total` adds (pieces of it on threads, added exactly), or None where ``a``
-    is not such an array: no float64 copy,
+    is not such an array, or where the kernel is not compiled for it yet (it then compiles
+    off the thread: :mod:`tenalg.kernels.compiler`): no float64 copy,
     where one cost a float32 norm 20x NumPy's time.
 
-    >>> sum_of_squares(np.array([3.0, 4.0], np.float32))
-    25.0
+    >>> x = np.array([3.0, 4.0], np.float32)
+    >>> sum_of_squares(x) in (None, 25.0), compiler.wait(), sum_of_squares(x)
+    (True, True, 25.0)
     """
     if not (a.dtype in _REAL_SUMS or a.dtype in _FORMATS) or _dense_order(*_layout(a)) is None:
         return None
     threads = _threads(a.size)
     parts = np.empty(2 * threads if threads > 1 else 1)
-    _SQUARE_SUMS[threads == 1](_memory(a), _FORMATS.get(a.dtype, 0), parts)
+    kernel, args = _SQUARE_SUMS[threads == 1], (_memory(a), _FORMATS.get(a.dtype, 0), parts)
+    if not compiler.ready(kernel, tuple(map(kernel.typeof_pyval, args))):
+        return None
+    kernel(*args)
     return math.fsum(parts) if threads > 1 else float(parts[0])

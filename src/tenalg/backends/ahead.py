@@ -1,0 +1,99 @@
+"""Every Numba kernel compiled ahead of time (``tenalg compile``), for images and clusters:
+Numba's on-disk cache is filled, so that later processes load the kernels in milliseconds.
+
+A kernel is compiled once per dtype and thread mode, whatever the rank or layout (each
+array reaches it as 1-D memory with strides: :mod:`tenalg.kernels.cpu`); so one small
+representative of each kind of work per storage dtype, run once on the calling thread's
+threads and once on one thread, compiles what the library's plans call. The tensor-train
+layer's small factorisations (:mod:`tenalg.tt.linalg`) compile through one rounding per
+compute type.
+
+>>> steps = workloads(["float64"])
+>>> len(steps) > 5 and all(callable(run) for _, run in steps)
+True
+"""
+
+import time
+
+import numpy as np
+
+from .. import tt
+from ..descriptors import Operand
+from ..dtypes import STORAGE_TYPES, bfloat16, float16
+from ..kernels import compiler, cpu
+from ..operations import Operation
+from ..plan import Plan
+
+# big enough for the parallel kernels, the tiled permutation and the lane reductions
+_SHAPE = (64, 64, 80)
+_COMPUTE = {float16: np.float32, bfloat16: np.float32}
+_STRIDED = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _array(dtype, shape=_SHAPE):
+    data = np.random.default_rng(0).standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        data = data + 1j * data
+    return data.astype(dtype)
+
+
+def _plans(dtype):
+    """(name, backend, operation, inputs) of one dtype: the kinds of work the cpu backend
+    runs, and the direct backend's diagonal sums (kernels.cpu.strided_sums)."""
+    a, b = _array(dtype), _array(dtype)
+    bt = b.transpose(2, 1, 0).copy()  # b in the other axis order
+    m = _array(dtype, (640, 640))
+    ops = Operation
+    for axes in ("kji", "ikj", "jik"):
+        yield (f"permute ijk->{axes}", "cpu",
+               ops.permutation(Operand(a, "ijk"), out_modes=axes, order="C"), (a,))
+    for kept in ("ij", "ik", "jk", ""):
+        yield f"sum ijk->{kept}", "cpu", ops.reduction(Operand(a, "ijk"), out_modes=kept), (a,)
+    yield "trace", "cpu", ops.reduction(Operand(m, "ii"), out_modes=""), (m,)
+    yield "add", "cpu", ops.elementwise_binary(Operand(a, "ijk"), Operand(bt, "kji"),
+                                               out_modes="ijk"), (a, bt)
+    yield "fused trinary", "cpu", ops.elementwise_trinary(
+        Operand(a, "ijk"), Operand(b, "ijk"), Operand(a, "ijk"), out_modes="ijk"), (a, b, a)
+    if dtype in _STRIDED:
+        big = _array(dtype, (2048, 2048))
+        yield ("strided diagonal sums", "direct",
+               ops.reduction(Operand(big, "ii"), out_modes=""), (big,))
+
+
+def workloads(dtypes=None):
+    """[(name, run)]: zero-argument functions whose runs compile every kernel of ``dtypes``
+    (names; default: every storage dtype)."""
+    chosen = [np.dtype(d) for d in (dtypes or [t.name for t in STORAGE_TYPES])]
+    steps = []
+    for dtype in chosen:
+        for name, backend, operation, inputs in _plans(dtype):
+            # the cpu backend asked for by name compiles on the thread; the direct one
+            # queues its compilation, which compile_all waits for
+            plan = Plan(operation, backend=backend)
+
+            def run(plan=plan, inputs=inputs):
+                plan.execute(*inputs)
+                with cpu.one_thread():
+                    plan.execute(*inputs)
+
+            steps.append((f"{name}, {dtype.name}", run))
+        if dtype.kind in "fc" and dtype not in _COMPUTE and dtype.itemsize >= 4:
+            x = tt.random((4,) * 4, 3, rng=0, dtype=dtype)
+            steps.append((f"tensor-train rounding, {dtype.name}",
+                          lambda x=x: [tt.round(x + x, 1e-6, method=method)
+                                       for method in tt.METHODS]))
+    return steps
+
+
+def compile_all(dtypes=None, report=None):
+    """Run :func:`workloads` (each compiles its kernels on this thread); ``report(k, n,
+    name, seconds)`` is called after each. Returns the total seconds."""
+    steps = workloads(dtypes)
+    start = time.perf_counter()
+    for k, (name, run) in enumerate(steps, 1):
+        began = time.perf_counter()
+        run()
+        compiler.wait()
+        if report is not None:
+            report(k, len(steps), name, time.perf_counter() - began)
+    return time.perf_counter() - start

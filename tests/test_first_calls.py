@@ -1,0 +1,88 @@
+"""No call waits on the compiler: a plan's first call whose Numba kernel is not compiled
+runs NumPy code while the kernel compiles off the thread, then the kernel takes over.
+Each case runs in a fresh interpreter, whose dispatchers have compiled nothing."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from tenalg.kernels import compiler
+
+FIRST_CALLS = """
+import sys, numpy as np, tenalg as ta
+from tenalg.kernels import compiler
+x = np.random.default_rng(0).standard_normal((64, 64, 80))
+plan = ta.Plan(ta.Operation.permutation(ta.Operand(x, "ijk"), out_modes="kji", order="C"))
+assert plan.backend == "cpu", plan.explain()
+assert np.array_equal(plan.execute(x), x.transpose(2, 1, 0))
+assert plan.runner._compiling and not plan.runner._calls  # the reference twin ran
+assert "compiling off the thread" in plan.explain()
+assert float(ta.norm(x)) == pytest_approx(np.linalg.norm(x))  # (norm's kernel: NumPy)
+m = np.random.default_rng(1).standard_normal((2048, 2048))
+assert abs(ta.trace(m) - np.trace(m)) < 1e-9  # the direct backend's strided sums
+if sys.argv[1] == "wait":  # (the threads a call takes follow the machine's load: a call
+    for _ in range(3):     # on another count of threads may queue the other twin)
+        assert compiler.wait(timeout=600)
+        assert np.array_equal(plan.execute(x), x.transpose(2, 1, 0))
+        if plan.runner._calls:
+            break
+    assert plan.runner._calls, plan.explain()  # the kernel ran
+print("ok")
+"""
+
+
+def _run(mode, cache):
+    code = "def pytest_approx(v):\n    import pytest\n    return pytest.approx(v)\n" + FIRST_CALLS
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+    env.pop("TENALG_COMPILE", None)
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code), mode], env=env,
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+def test_first_calls_with_an_empty_cache_run_numpy_and_exit_without_waiting(tmp_path):
+    _run("exit", tmp_path)  # the compiling thread is abandoned at exit
+    leftovers = [p.name for p in tmp_path.rglob("*") if p.suffix not in (".nbi", ".nbc", "")]
+    assert leftovers == []  # no temporary file of a half-written cache entry
+
+
+@pytest.mark.skipif(os.environ.get("TENALG_COMPILE") == "wait", reason="compiles on the thread")
+def test_the_kernel_takes_over_once_compiled(tmp_path):
+    _run("wait", tmp_path)  # compiles into an empty cache; then loads it in a fresh process
+    _run("wait", tmp_path)
+
+
+def test_wait_mode_compiles_on_the_calling_thread(monkeypatch):
+    import numba
+
+    @numba.njit
+    def thrice(x):
+        return 3 * x
+
+    monkeypatch.setenv("TENALG_COMPILE", "wait")
+    assert compiler.mode() == "wait"
+    assert compiler.ready(thrice, (numba.float64,)) and thrice(2.0) == 6.0
+    monkeypatch.setenv("TENALG_COMPILE", "anything else")
+    assert compiler.mode() == "background"
+
+
+def test_a_fork_waits_for_the_compilation_and_the_child_compiles_afresh():
+    import numba
+
+    @numba.njit
+    def plus_one(x):
+        return x + 1
+
+    signature = (numba.int32,)
+    compiler.ready(plus_one, signature)  # queued: the fork below waits for it
+    pid = os.fork()
+    if pid == 0:  # the child: a fresh queue, no lock held by a thread it does not have
+        code = 0 if compiler.pending() == 0 and plus_one(np.int32(1)) == 2 else 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert compiler.wait(timeout=300) and compiler.ready(plus_one, signature)
