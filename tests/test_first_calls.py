@@ -8,7 +8,6 @@ import sys
 import textwrap
 
 import numpy as np
-import pytest
 
 from tenalg.kernels import compiler
 
@@ -50,7 +49,6 @@ def test_first_calls_with_an_empty_cache_run_numpy_and_exit_without_waiting(tmp_
     assert leftovers == []  # no temporary file of a half-written cache entry
 
 
-@pytest.mark.skipif(os.environ.get("TENALG_COMPILE") == "wait", reason="compiles on the thread")
 def test_the_kernel_takes_over_once_compiled(tmp_path):
     _run("wait", tmp_path)  # compiles into an empty cache; then loads it in a fresh process
     _run("wait", tmp_path)
