@@ -13,12 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ..blas import one_blas_thread
 from ..errors import OperationError
 from .core import check_storage
 from .linalg import smalleigh
 from .linalg.bondsvd import SAFETY, keep_ranks, noise_rank, residual_within
-from .linalg.dense import bond_tolerance, core_dtype, unit_roundoff
+from .linalg.dense import bond_tolerance, core_dtype, lapack_threads, unit_roundoff
 from .train import TensorTrain, full_ranks
 
 
@@ -50,7 +49,7 @@ def from_dense(array, eps=0.0, max_rank=None, storage="contiguous"):
 
 def _lapack_bond(m, delta, max_rank):
     """(U_k, S_k V_k^H) of LAPACK's SVD of ``m``, k the rank kept for ``delta``."""
-    with one_blas_thread(m.dtype):
+    with lapack_threads(m):
         u, s, vh = np.linalg.svd(m, full_matrices=False)
     k = int(keep_ranks(s[None], np.array([delta]), max_rank)[0][0])
     return u[:, :k], s[:k, None] * vh[:k]

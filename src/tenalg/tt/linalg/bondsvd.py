@@ -49,10 +49,9 @@ import math
 import numba
 import numpy as np
 
-from ...blas import one_blas_thread
 from . import householder, smallchol, smalleigh
 from .batched import FRESH
-from .dense import unit_roundoff
+from .dense import lapack_threads, unit_roundoff
 
 ETA_POWER = 0.5  # the Gram result is accepted when accurate to u ** ETA_POWER (double)
 SAFETY = 4  # factor on the rounding-error bounds (Gram matrix and eigh/Cholesky)
@@ -89,7 +88,7 @@ def _cut(u, s, vh, k):
 
 def reference_lq(m):
     """LQ by LAPACK's Householder QR of M^H: (l (g, rows, k), q (g, k, cols))."""
-    with one_blas_thread(m.dtype):
+    with lapack_threads(m):
         q, r = householder.qr(hermitian(m))
     return hermitian(r), hermitian(q)
 
@@ -201,7 +200,7 @@ def _finish(m, c, inv, ok):
 
 def reference_svd(m, delta, max_rank):
     """The truncation by LAPACK's SVD: (left (g, rows, kk), right (g, kk, r), k, tail)."""
-    with one_blas_thread(m.dtype):
+    with lapack_threads(m):
         u, s, vh = np.linalg.svd(m, full_matrices=False)
     k, tail = keep_ranks(s, delta, max_rank)
     return (*_cut(u, s, vh, k), k, tail)

@@ -33,11 +33,10 @@ cores are few and small; their rounding noise is then far below the float32 floo
 
 import numpy as np
 
-from ...blas import one_blas_thread
 from . import smalleigh
 from .batched import frobenius, spread
 from .bondsvd import SAFETY, rank_mask
-from .dense import bond_tolerance, einsum, safe_log, scaled_by_log, unit_roundoff
+from .dense import bond_tolerance, einsum, lapack_threads, safe_log, scaled_by_log, unit_roundoff
 from .sweeps import NOISE, Rounded, cancellation_ratio, first_cores, normalize_joint, svd
 
 RESOLVE = 4  # kept squared singular values must stand this far above the shift
@@ -176,7 +175,7 @@ def _sweep(summands, coefficients, eps, max_rank, u_data):
         rr, ir = _roots(lam_r, err_r)
         shift = 2 * (err_l * (lam_r[:, -1] + err_r) + err_r * (lam_l[:, -1] + err_l))
         mat = rl[:, :, None] * einsum("gab,gac->gbc", q_l.conj(), q_r) * rr[:, None, :]
-        with one_blas_thread(mat.dtype):
+        with lapack_threads(mat):
             uu, s, wh = np.linalg.svd(mat)
         log_sigma = logs + 0.5 * (safe_log(sl) + glogs[c])
         if c == 0:

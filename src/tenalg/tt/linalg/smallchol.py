@@ -21,7 +21,7 @@ algorithms (backward stable like LAPACK's). Like ``np.linalg.cholesky`` it raise
 import numba
 import numpy as np
 
-from ...blas import one_blas_thread
+from .dense import lapack_threads
 
 BLOCK = 128  # matrices factored side by side
 MIN_STACK = 16  # smaller stacks go one matrix at a time (_factor_each)
@@ -103,12 +103,8 @@ def _factor_each(a, c, inv):
 
 def reference_cholesky_inverse(a):
     """LAPACK's lower Cholesky factors of the stack ``a`` and their inverses (on one BLAS
-    thread for real matrices larger than 32, as the rounding's other LAPACK calls; the
-    switch costs more than it saves on small ones)."""
-    if a.shape[-1] <= 32:
-        c = np.linalg.cholesky(a)
-        return c, np.linalg.inv(c)
-    with one_blas_thread(a.dtype):
+    thread for real matrices over 32 x 32, as the rounding's other LAPACK calls)."""
+    with lapack_threads(a):
         c = np.linalg.cholesky(a)
         return c, np.linalg.inv(c)
 

@@ -29,7 +29,7 @@ import math
 import numba
 import numpy as np
 
-from ...blas import one_blas_thread
+from .dense import lapack_threads
 
 BLOCK = 128  # matrices rotated side by side
 MAX_SWEEPS = 30
@@ -171,12 +171,8 @@ def _jacobi(a, w, v, ok):
 
 def reference_eigh(a):
     """LAPACK's eigendecomposition of each matrix of the stack (``np.linalg.eigh``), on
-    one BLAS thread for real matrices larger than MAX_SIZE: on the loaded 2-core machine
-    a 120 x 120 eigh took 119 ms [44-531] on OpenBLAS's two threads and 2.1 ms [1.2-14]
-    on one; smaller ones skip the switch (it costs tens of microseconds a call)."""
-    if a.shape[-1] <= MAX_SIZE:
-        return np.linalg.eigh(a)
-    with one_blas_thread(a.dtype):
+    one BLAS thread for real matrices over 32 x 32 (:func:`.dense.lapack_threads`)."""
+    with lapack_threads(a):
         return np.linalg.eigh(a)
 
 
