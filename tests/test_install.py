@@ -23,6 +23,7 @@ SCRIPT = """
 import json, sys
 import numpy as np
 import tenalg as ta
+import tenalg.tt  # its small factorisations are Numba functions too
 from tenalg.kernels import cpu, jit
 
 # (64, 64, 64): the Numba kernels (some 40 s to compile both on two cores); else NumPy's

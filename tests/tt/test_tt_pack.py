@@ -1,5 +1,8 @@
 """Packs of trains: batched add, add_, round_, dot, norm against single trains and dense."""
 
+import contextlib
+import threading
+
 import numpy as np
 import pytest
 from tt_helpers import DTYPES, STORAGES, rand, rel, tol
@@ -231,11 +234,15 @@ def test_chunks_on_worker_threads_match_single_trains(monkeypatch):
     b[4] = a[4]
     ran_on = set()
     run = pack_module.run
+    # a thread's first chunk waits for a second thread's (10 s at most): on a loaded
+    # machine one worker could otherwise take every chunk before the other starts
+    meet = threading.Barrier(2, timeout=10)
 
     def recording(*args):
-        import threading
-
-        ran_on.add(threading.get_ident())
+        if threading.get_ident() not in ran_on:
+            ran_on.add(threading.get_ident())
+            with contextlib.suppress(threading.BrokenBarrierError):
+                meet.wait()
         return run(*args)
 
     monkeypatch.setattr(pack_module, "run", recording)

@@ -49,6 +49,7 @@ import math
 import numba
 import numpy as np
 
+from ...kernels.jit import CACHE
 from . import householder, smallchol, smalleigh
 from .batched import FRESH
 from .dense import lapack_threads, unit_roundoff
@@ -232,7 +233,7 @@ def _gram(m, delta, max_rank, work=FRESH, key="left"):
     return left.astype(m.dtype, copy=False), right.astype(m.dtype, copy=False), k, tail, ok
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=CACHE, nogil=True)
 def _certify(lam, d2, factor, eta, cap):
     """Per train (a row of the descending eigenvalues ``lam`` of M^H M): the singular
     values s, the error bound err = factor tr, the rank k kept for delta^2 = ``d2`` and

@@ -21,13 +21,14 @@ algorithms (backward stable like LAPACK's). Like ``np.linalg.cholesky`` it raise
 import numba
 import numpy as np
 
+from ...kernels.jit import CACHE
 from .dense import lapack_threads
 
 BLOCK = 128  # matrices factored side by side
 MIN_STACK = 16  # smaller stacks go one matrix at a time (_factor_each)
 
 
-@numba.njit(cache=True, error_model="numpy", nogil=True)
+@numba.njit(cache=CACHE, error_model="numpy", nogil=True)
 def _factor(a, c, inv):
     """Lower Cholesky factors of the stack a (g, n, n) (lower triangle read) into c and
     their inverses into inv; False when a pivot is not positive."""
@@ -68,7 +69,7 @@ def _factor(a, c, inv):
     return True
 
 
-@numba.njit(cache=True, error_model="numpy", nogil=True)
+@numba.njit(cache=CACHE, error_model="numpy", nogil=True)
 def _factor_each(a, c, inv):
     """:func:`_factor` one matrix at a time, in scalar loops (the same operations in
     the same order, so the same results): for stacks too small to share vector loops,

@@ -29,6 +29,7 @@ import math
 import numba
 import numpy as np
 
+from ...kernels.jit import CACHE
 from .dense import lapack_threads
 
 BLOCK = 128  # matrices rotated side by side
@@ -40,7 +41,7 @@ _U = float(np.finfo(np.float64).eps)
 # no fastmath "contract": a loop's vector body and its scalar remainder would fuse
 # multiply-adds differently (seen in cached builds), and a matrix's result would then
 # depend on its position in the block
-_JIT = {"cache": True, "error_model": "numpy", "nogil": True}
+_JIT = {"cache": CACHE, "error_model": "numpy", "nogil": True}
 
 
 @numba.njit(**_JIT)
