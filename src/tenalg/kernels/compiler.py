@@ -63,6 +63,13 @@ def ready(kernel, signature):
     return False
 
 
+def ready_for(kernel, args):
+    """:func:`ready` for the types of the arguments ``args`` (as the kernel's dispatcher
+    reads them); anything that is not a Numba dispatcher is ready."""
+    typeof = getattr(kernel, "typeof_pyval", None)
+    return typeof is None or ready(kernel, tuple(map(typeof, args)))
+
+
 def pending():
     """How many compilations are queued or under way."""
     with _lock:

@@ -13,6 +13,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+import numpy.ma  # noqa: F401 - Numba's typeof of an array loads it on first use: 33 ms of a first call
 from numba import njit
 
 from ...descriptors import Unary

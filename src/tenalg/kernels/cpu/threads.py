@@ -9,7 +9,7 @@
 import contextlib
 import functools
 
-from numba import get_num_threads, set_num_threads
+from numba import config, get_num_threads, set_num_threads
 from numba.np.ufunc import parallel as _pool
 
 from ...pools import free_cores
@@ -66,7 +66,9 @@ def thread_count():
     a parallel call this pool's own workers may still spin: they are not counted as
     others then, so that a loop of parallel calls on an idle machine stays parallel.
     """
-    threads = _thread_counter()()
+    # before Numba's pool has started, its setting is the configured count: a first call
+    # that runs NumPy while its kernel compiles starts no pool (21 ms)
+    threads = _thread_counter()() if _pool._is_initialized else config.NUMBA_NUM_THREADS
     if threads > 1:
         threads = min(threads, free_cores(ours=threads - 1 if _was_parallel[0] else 0))
         _was_parallel[0] = threads > 1

@@ -49,6 +49,7 @@ import math
 import numba
 import numpy as np
 
+from ...kernels import compiler
 from ...kernels.jit import CACHE
 from . import householder, smallchol, smalleigh
 from .batched import FRESH
@@ -233,6 +234,12 @@ def _gram(m, delta, max_rank, work=FRESH, key="left"):
     return left.astype(m.dtype, copy=False), right.astype(m.dtype, copy=False), k, tail, ok
 
 
+def _certify_ready():
+    """Whether :func:`_certify` is compiled (else its compilation is queued, and the bond
+    goes to LAPACK meanwhile: :mod:`tenalg.kernels.compiler`)."""
+    return compiler.ready(_certify, _CERTIFY_SIGNATURE)
+
+
 @numba.njit(cache=CACHE, nogil=True)
 def _certify(lam, d2, factor, eta, cap):
     """Per train (a row of the descending eigenvalues ``lam`` of M^H M): the singular
@@ -336,7 +343,7 @@ def truncated_svd(m, delta, max_rank, gram=True, work=FRESH, key="left"):
     the truncation (columns past each train's k are zero), the discarded weight
     sum of s_i^2 past k, and whether the Gram path served any train (``gram=False``
     skips it). The Gram path writes the left factors into ``work``'s buffer ``key``."""
-    if not gram:
+    if not gram or not _certify_ready():
         return (*reference_svd(m, delta, max_rank), False)
     left, right, k, tail, ok = _gram(m, delta, max_rank, work, key)
     if ok.all():
@@ -355,3 +362,8 @@ def truncated_svd(m, delta, max_rank, gram=True, work=FRESH, key="left"):
     out_l[bad, :, : l2.shape[2]] = l2
     out_r[bad, : r2.shape[1]] = r2
     return out_l, out_r, k, tail, True
+
+
+# what _gram passes: eigenvalues (g, p), squared tolerances (g,), two floats and the cap
+_CERTIFY_SIGNATURE = (numba.float64[:, ::1], numba.float64[::1], numba.float64,
+                      numba.float64, numba.int64)

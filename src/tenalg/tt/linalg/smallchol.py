@@ -21,6 +21,7 @@ algorithms (backward stable like LAPACK's). Like ``np.linalg.cholesky`` it raise
 import numba
 import numpy as np
 
+from ...kernels import compiler
 from ...kernels.jit import CACHE
 from .dense import lapack_threads
 
@@ -117,6 +118,9 @@ def cholesky_inverse(a):
         return reference_cholesky_inverse(a)
     c, inv = np.empty_like(a), np.empty_like(a)
     factor = _factor if a.shape[0] >= MIN_STACK else _factor_each
-    if not factor(np.ascontiguousarray(a), c, inv):
+    args = (np.ascontiguousarray(a), c, inv)
+    if not compiler.ready_for(factor, args):
+        return reference_cholesky_inverse(a)  # while the kernel compiles off the thread
+    if not factor(*args):
         raise np.linalg.LinAlgError("Matrix is not positive definite")
     return c, inv

@@ -29,6 +29,7 @@ import math
 import numba
 import numpy as np
 
+from ...kernels import compiler
 from ...kernels.jit import CACHE
 from .dense import lapack_threads
 
@@ -184,6 +185,8 @@ def eigh(a):
     if a.dtype != np.float64 or n > MAX_SIZE or g < MIN_STACK:
         return reference_eigh(a)
     w, v, ok = np.empty((g, n)), np.empty((g, n, n)), np.empty(g, dtype=np.bool_)
+    if not compiler.ready_for(_jacobi, (a, w, v, ok)):
+        return reference_eigh(a)  # while the kernel compiles off the thread
     _jacobi(a, w, v, ok)
     if not ok.all():
         w[~ok], v[~ok] = reference_eigh(a[~ok])
