@@ -34,7 +34,10 @@ def _resolve(module, node):
 
 def _graph():
     """{module: (modules imported at top level, tenalg modules imported in functions)}."""
-    modules = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    # (an installed tenalg holds the bench suite as tenalg.bench: `tenalg bench` loads it,
+    # and the workloads' optional engines, on demand; it is not part of the library)
+    modules = {name: p for p in ROOT.rglob("*.py")
+               if not (name := _module_name(p)).startswith("tenalg.bench")}
     graph = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text())
