@@ -93,7 +93,7 @@ def sum_of_squares(a):
     threads = _threads(a.size)
     parts = np.empty(2 * threads if threads > 1 else 1)
     kernel, args = _SQUARE_SUMS[threads == 1], (_memory(a), _FORMATS.get(a.dtype, 0), parts)
-    if not compiler.ready_for(kernel, args):
+    if not compiler.ready_for(kernel, args, a.dtype):
         return None
     kernel(*args)
     return math.fsum(parts) if threads > 1 else float(parts[0])

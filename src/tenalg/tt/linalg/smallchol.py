@@ -119,7 +119,7 @@ def cholesky_inverse(a):
     c, inv = np.empty_like(a), np.empty_like(a)
     factor = _factor if a.shape[0] >= MIN_STACK else _factor_each
     args = (np.ascontiguousarray(a), c, inv)
-    if not compiler.ready_for(factor, args):
+    if not compiler.ready_for(factor, args, args[0].flags.writeable):
         return reference_cholesky_inverse(a)  # while the kernel compiles off the thread
     if not factor(*args):
         raise np.linalg.LinAlgError("Matrix is not positive definite")

@@ -178,6 +178,11 @@ def reference_eigh(a):
         return np.linalg.eigh(a)
 
 
+def _layout_key(a):
+    """What of ``a`` its Numba type depends on besides the dtype (float64 here)."""
+    return a.ndim, a.flags.c_contiguous, a.flags.f_contiguous, a.flags.writeable
+
+
 def eigh(a):
     """(w (g, n) ascending, v (g, n, n)) with a[i] = v[i] diag(w[i]) v[i]^H, like
     ``np.linalg.eigh`` on the Hermitian stack ``a`` (g, n, n), whose lower triangle is read."""
@@ -185,7 +190,7 @@ def eigh(a):
     if a.dtype != np.float64 or n > MAX_SIZE or g < MIN_STACK:
         return reference_eigh(a)
     w, v, ok = np.empty((g, n)), np.empty((g, n, n)), np.empty(g, dtype=np.bool_)
-    if not compiler.ready_for(_jacobi, (a, w, v, ok)):
+    if not compiler.ready_for(_jacobi, (a, w, v, ok), _layout_key(a)):
         return reference_eigh(a)  # while the kernel compiles off the thread
     _jacobi(a, w, v, ok)
     if not ok.all():
