@@ -39,6 +39,7 @@ _idle = threading.Condition(_lock)
 _worker = None
 _errors = []
 _ready = set()  # (kernel id, key) known to be ready (see ready_for)
+_siblings = {}  # kernel id -> the kernels compiled with it (see siblings)
 
 
 def mode():
@@ -55,12 +56,13 @@ def ready(kernel, signature):
     if mode() == "wait":
         kernel.compile(signature)
         return True
-    key = (id(kernel), signature)
     with _lock:
-        if key not in _queued:
-            _queued.add(key)
-            _queue.put((kernel, signature, key))
-            _start()
+        for each in (kernel, *_siblings.get(id(kernel), ())):
+            key = (id(each), signature)
+            if key not in _queued and signature not in each.overloads:
+                _queued.add(key)
+                _queue.put((each, signature, key))
+        _start()
     return False
 
 
@@ -76,6 +78,15 @@ def ready_for(kernel, args, key):
         _ready.add((id(kernel), key))
         return True
     return False
+
+
+def siblings(*kernels):
+    """Kernels that take the same arguments and stand in for one another (the parallel and
+    serial twins of one kernel): queuing one for a signature queues the others too, so
+    that a call on another count of threads finds its twin ready (the count follows the
+    machine's load)."""
+    for kernel in kernels:
+        _siblings[id(kernel)] = [k for k in kernels if k is not kernel]
 
 
 def pending():

@@ -32,6 +32,8 @@ from types import FunctionType
 from numba import njit
 from numba.core import caching
 
+from . import compiler
+
 
 class CacheWarning(UserWarning):
     """Compiled kernels are cached for this process only, or not at all."""
@@ -136,4 +138,6 @@ def twins(kernel):
     serial = FunctionType(kernel.__code__, kernel.__globals__, kernel.__name__ + "_serial",
                           kernel.__defaults__, kernel.__closure__)
     serial.__qualname__ = kernel.__qualname__ + "_serial"
-    return njit(**PARALLEL)(kernel), njit(**JIT)(serial)
+    pair = njit(**PARALLEL)(kernel), njit(**JIT)(serial)
+    compiler.siblings(*pair)  # compiled together: the thread count a call takes varies
+    return pair
