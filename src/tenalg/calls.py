@@ -14,6 +14,7 @@ import numpy as np
 from .contraction import gemm_layout
 from .descriptors import Operand, TensorDescriptor
 from .dtypes import STORAGE_TYPES, result_type
+from .einsum_numpy import check_out_cast
 from .errors import DescriptorError, DTypeError, OutputTypeError
 from .operations import Operation
 from .plan import Plan
@@ -46,9 +47,8 @@ def check_cast(result, out):
     complex result into a real array, a float one into integers: refused); before any
     write.  (NumPy's own sum and trace cast ``out=`` unsafely; tenalg refuses what
     that would lose, as DESIGN's OutputMismatchError promises.)"""
-    if out is not None and not np.can_cast(result, out.dtype, "same_kind"):
-        raise OutputTypeError(f"out: cannot cast the {result} result to the out array's "
-                              f"{out.dtype} (NumPy's 'same_kind' rule)")
+    if out is not None:
+        check_out_cast(result, out, "same_kind")
 
 
 # the types tenalg's kernels compute in (else NumPy's routine runs): a hash, not six

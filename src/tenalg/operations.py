@@ -97,7 +97,7 @@ class Operation:
     """
 
     __slots__ = (
-        "kind", "inputs", "addend", "output", "out_modes", "compute", "extents",
+        "kind", "inputs", "addend", "operands", "output", "out_modes", "compute", "extents",
         "op", "op_ab", "op_abc", "_key",
     )
 
@@ -106,6 +106,8 @@ class Operation:
         self.kind = kind
         self.inputs = tuple(_as_operand(x, input_name(kind, i)) for i, x in enumerate(inputs))
         self.addend = None if addend is None else _as_operand(addend, "C")
+        # the arrays a plan takes, in order: the inputs, then the addend C
+        self.operands = self.inputs + ((self.addend,) if self.addend is not None else ())
         self.op, self.op_ab, self.op_abc = op, op_ab, op_abc
         self.out_modes = normalize_modes(out_modes, "output modes")
         self._check_out_modes()

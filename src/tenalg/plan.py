@@ -32,8 +32,8 @@ from .errors import (
 from .operations import SCALARS, Operation, input_name
 from .views import check_in_buffer, made_by_numpy
 
-# the deprecated ``kernels=`` values and the backend each names
-_KERNELS = {"auto": "auto", "cpu": "cpu", "reference": "reference"}
+# the deprecated ``kernels=``'s values, each also a ``backend=`` value
+_KERNELS = ("auto", "cpu", "reference")
 
 
 class Plan:
@@ -54,9 +54,9 @@ class Plan:
             if kernels not in _KERNELS:
                 raise OperationError(
                     f"kernels must be 'auto', 'cpu' or 'reference', not {kernels!r}")
-            backend = _KERNELS[kernels]
+            backend = kernels
         self.operation = op = operation
-        self._operands = list(op.inputs) + ([op.addend] if op.addend is not None else [])
+        self._operands = op.operands
         self._expected = [
             (x.descriptor.extents, byte_strides(x.descriptor), x.descriptor.dtype)
             for x in self._operands

@@ -10,6 +10,7 @@ permutations, reductions and elementwise operations large enough to pay for them
 
 import numpy as np
 
+from ..allocation import byte_strides
 from ..kernels import compiler, cpu, direct
 from ..operations import SCALARS
 from .reference import ReferenceRunner
@@ -90,8 +91,7 @@ class CpuRunner(StridedRunner):
         """What the kernel call does with default scalars and the threads now, made on
         arrays of the plan's layouts that span one element (only their layouts are read)."""
         op = self.operation
-        operands = list(op.inputs) + ([op.addend] if op.addend is not None else [])
-        arrays = [_probe(x.descriptor) for x in operands]
+        arrays = [_probe(x.descriptor) for x in op.operands]
         call = self._new_call(_probe(op.output, writeable=True), arrays,
                               dict(SCALARS[op.kind]))
         return "two passes, the outer axes into a plane, then its rows" if call is None else (
@@ -99,9 +99,8 @@ class CpuRunner(StridedRunner):
 
 
 def _probe(descriptor, writeable=False):
-    return np.lib.stride_tricks.as_strided(
-        np.empty(1, descriptor.dtype), descriptor.extents,
-        tuple(s * descriptor.dtype.itemsize for s in descriptor.strides), writeable=writeable)
+    return np.lib.stride_tricks.as_strided(np.empty(1, descriptor.dtype), descriptor.extents,
+                                           byte_strides(descriptor), writeable=writeable)
 
 
 class CpuBackend:
@@ -120,8 +119,7 @@ class CpuBackend:
             return CpuRunner(operation, "asked for by name")  # which waits for the compiler
         op = operation
         loops = analysis(op)[0]
-        operands = list(op.inputs) + ([op.addend] if op.addend is not None else [])
-        dtypes = tuple(x.dtype for x in operands) + (op.output.dtype,)
+        dtypes = tuple(x.dtype for x in op.operands) + (op.output.dtype,)
         # short fastest loops let a small reduction take the Numba kernels (NumPy's
         # add.reduce is weak there); not a diagonal sum that np.einsum runs, reading it well
         hint = None if direct.has_diagonal(op) and direct.runner(op) is not None else loops

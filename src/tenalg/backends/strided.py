@@ -26,18 +26,21 @@ def analysis(op):
     last_op, last = _LAST
     if last_op is op:
         return last
-    operands = list(op.inputs) + ([op.addend] if op.addend is not None else [])
-    loops = layout.analyse(
-        op.out_modes, op.extents,
-        [(op.output.strides, op.out_modes)] + [(x.descriptor.strides, x.modes) for x in operands],
-        [op.output.extents] + [x.descriptor.extents for x in operands],
-    )
+    loops = layout.analyse(op.out_modes, op.extents, *_layouts(op))
     free = tuple(loop for loop in loops if not loop.reduced)
     recipes = [layout.view_recipe(x.modes, x.descriptor, loops if k < len(op.inputs) else free)
-               for k, x in enumerate(operands)]
+               for k, x in enumerate(op.operands)]
     result = loops, layout.view_recipe(op.out_modes, op.output, free), recipes
     _LAST[:] = op, result
     return result
+
+
+def _layouts(op):
+    """(strides and modes, extents) of the output, then of each operand: what the layout
+    analysis reads."""
+    return ([(op.output.strides, op.out_modes)]
+            + [(x.descriptor.strides, x.modes) for x in op.operands],
+            [op.output.extents] + [x.descriptor.extents for x in op.operands])
 
 
 def work(op, loops):
@@ -77,13 +80,7 @@ class StridedRunner:
     def explain_layout(self):
         """The modes before the analysis and the loops after it, one line each."""
         op = self.operation
-        operands = list(op.inputs) + ([op.addend] if op.addend is not None else [])
-        before = layout.mode_records(
-            op.out_modes, op.extents,
-            [(op.output.strides, op.out_modes)]
-            + [(x.descriptor.strides, x.modes) for x in operands],
-            [op.output.extents] + [x.descriptor.extents for x in operands],
-        )
+        before = layout.mode_records(op.out_modes, op.extents, *_layouts(op))
         return [f"modes before: {layout.describe(before)}",
                 f"loops after:  {layout.describe(self.loops)}"]
 

@@ -24,7 +24,6 @@ on-disk cache are :mod:`tenalg.kernels.jit`'s.
 [[0.0, 6.0], [2.0, 8.0], [4.0, 10.0]]
 """
 
-from .calls import is_compiled
 from .diagonal_sums import strided_sums
 from .elementwise_rows import elementwise
 from .elementwise_rows import elementwise_call

@@ -1,7 +1,7 @@
 """The Python side shared by the kernels' argument preparation: 1-D views of the memory an
 array spans (:func:`_memory`), layouts and their geometry, scalars in the compute type,
-and :class:`_Call`, one prepared kernel call that a plan keeps and reruns, and which says
-whether its kernel is compiled yet (:meth:`_Call.compiled`, :func:`is_compiled`).
+and :class:`_Call`, one prepared kernel call that a plan keeps and reruns (and whose
+:meth:`_Call.signature` :mod:`tenalg.kernels.compiler` compiles it for).
 
 >>> import numpy as np
 >>> _geometry((2, 3), (-24, 8), np.dtype(np.float64))
@@ -145,20 +145,6 @@ class _Call(NamedTuple):
         compiles it off the calling thread)."""
         return tuple(map(self.kernel.typeof_pyval, self.arguments(arrays, values)))
 
-    def compiled(self, arrays, values=(), *, load=True):
-        """Whether the kernel is compiled for the argument types of ``run(arrays, values)``:
-        in this process, or, with ``load``, in Numba's on-disk cache, from which it is then
-        loaded (milliseconds, where compiling takes seconds).  False: ``run`` compiles
-        first.  Thread-safe; compiles nothing."""
-        kernel, signature = self.kernel, self.signature(arrays, values)
-        if signature in kernel.overloads:
-            return True
-        # Numba's cache has no public query: load_overload reads the index and the entry
-        if not load or kernel._cache.load_overload(signature, kernel.targetctx) is None:
-            return False
-        kernel.compile(signature)  # found in the cache: loaded, not compiled
-        return True
-
     def rebased(self, arrays):
         """This call on ``arrays`` themselves rather than on the views made from them
         (every view of a plan starts at its array's element 0)."""
@@ -199,20 +185,3 @@ def _cached_scalars(values, compute):
     if is_complex(compute):
         return np.array([complex(v) for v in values], compute)
     return np.array([float(np.real(v)) for v in values], compute)
-
-
-def is_compiled(call, arrays, values=(), *, load=True):
-    """Whether ``call`` (from :func:`~tenalg.kernels.cpu.permute_call`, ``reduce_call`` or
-    ``elementwise_call``) would run its kernel without compiling it: :meth:`_Call.compiled`.
-    ``arrays`` and ``values`` are what ``call.run`` takes (out first; a reduction's
-    ``(out, a, c or out)``).
-
-    >>> import numpy as np
-    >>> from tenalg.kernels.cpu import permute_call
-    >>> out, a = np.empty((3, 2)), np.arange(6.0).reshape(2, 3).T
-    >>> call = permute_call(out, a, alpha=1, unary="identity", compute=np.dtype(np.float64))
-    >>> call.run((out, a), (1,))
-    >>> is_compiled(call, (out, a), (1,))
-    True
-    """
-    return call.compiled(arrays, values, load=load)
