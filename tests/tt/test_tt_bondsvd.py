@@ -93,7 +93,10 @@ def test_lq_hypothesis(g, rows, cols, dtype, seed, deficient):
     l, f, b, _ = bondsvd.lq(m)
     q = f @ b
     l0, q0 = bondsvd.reference_lq(m)
-    assert l.dtype == q.dtype == np.dtype(dtype) and l.shape == l0.shape and q.shape == q0.shape
+    assert l.dtype == q.dtype == np.dtype(dtype)
+    # as LAPACK's, or narrower where every train's rank is below rows (bondsvd._finish)
+    width = l.shape[2]
+    assert l.shape[:2] == l0.shape[:2] and q.shape == (g, width, cols) and width <= l0.shape[2]
     scale = np.abs(m).max() + 1
     np.testing.assert_allclose(l @ q, m, atol=100 * tol(dtype) * scale)
     _assert_rank_revealing(l, q, m, 100 * tol(dtype))
@@ -101,7 +104,7 @@ def test_lq_hypothesis(g, rows, cols, dtype, seed, deficient):
 
 def _assert_rank_revealing(l, q, m, atol):
     """Rows of Q orthonormal, or zero together with L's column where a rank-revealing LQ
-    dropped them (:func:`bondsvd._eigh_lq`), never fewer than M's rank."""
+    dropped them (:func:`bondsvd._rank_revealing`), never fewer than M's rank."""
     k = q.shape[1]
     gram = q @ q.conj().transpose(0, 2, 1)
     kept = np.abs(np.diagonal(gram, axis1=1, axis2=2)) > 0.5
@@ -135,8 +138,12 @@ def test_fast_paths_report_use():
     rng = np.random.default_rng(3)
     m = rng.standard_normal((2, 4, 32))
     assert bondsvd.lq(m)[3] and not bondsvd.lq(m, gram=False)[3]
-    m[:, 3] = m[:, 0]  # every train rank-deficient: the eigh LQ serves them
-    assert bondsvd.lq(m)[3]
+    m[:, 3] = m[:, 0]  # every train rank-deficient: the rank-revealing LQ serves them
+    l, f, b, hint = bondsvd.lq(m)
+    assert hint == bondsvd.REVEALING and l.shape == (2, 4, 3) and f.shape == (2, 3, 4)
+    np.testing.assert_allclose(l @ f @ b, m, atol=1e-13)
+    assert bondsvd.lq(m, hint)[3] == bondsvd.REVEALING  # straight to the rank-revealing path
+    assert bondsvd.lq(m[:, :3], hint)[3] is True  # full rank: the next bond tries Cholesky
     m = _with_spectrum(rng, [[1, 1, 1, 1e-9]] * 2, 4, 32, np.float64)  # ill-conditioned
     assert not bondsvd.lq(m)[3]
     tall = rng.standard_normal((2, 8, 4))  # not tried: the sweep goes on trying
@@ -175,3 +182,26 @@ def test_exact_ranks_under_a_fine_tolerance_take_the_gram_path(rows, cols, rank,
     assert ok.all() and np.array_equal(k, k0) and np.all(k == rank)
     for i in range(2):
         assert np.linalg.norm(m[i] - left[i] @ right[i]) <= delta[i]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_rank_revealing_paths_agree(monkeypatch, dtype):
+    """Pivoted Cholesky (real) and the eigendecomposition (complex, and real while the
+    kernel compiles) both give L F M = M to roundoff with F M orthonormal, at M's rank,
+    on a stack where some trains are rank-deficient and some need LAPACK."""
+    rng = np.random.default_rng(7)
+    m = rng.standard_normal((6, 5, 40)).astype(dtype)
+    m[0, 4] = m[0, 1] - m[0, 2]
+    m[1, 3:] = 2 * m[1, :2]
+    m[2] = _with_spectrum(rng, [[1, 1, 1, 1, 1e-9]], 5, 40, dtype)[0]  # Householder
+    m[3] = 0
+    m[4, 1:] = m[4, :1]
+    results = [bondsvd.lq(m)]
+    monkeypatch.setattr(bondsvd.smallchol, "pivoted_cholesky", lambda a, tol: None)
+    results.append(bondsvd.lq(m))
+    for l, f, b, _ in results:
+        q = f @ b
+        np.testing.assert_allclose(l @ q, m, atol=1e-13)
+        _assert_rank_revealing(l, q, m, 1e-12)
+        kept = (np.abs(q).sum(axis=2) > 0).sum(axis=1)
+        assert kept.tolist() == [4, 3, 5, 5, 1, 5]  # the zero train went to LAPACK

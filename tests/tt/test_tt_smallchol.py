@@ -83,3 +83,52 @@ def test_hypothesis(n, g, seed, log_scale):
     a = (x @ x.transpose(0, 2, 1)) * 2.0 ** log_scale
     c, inv = smallchol.cholesky_inverse(a)
     _check(a, c, inv)
+
+
+def _semidefinite(rng, g, n, rank, spread):
+    """Gram matrices M M^T of rank ``rank`` (M n x 3n, singular values from 1 to 1/spread)."""
+    out = []
+    for _ in range(g):
+        u = np.linalg.qr(rng.standard_normal((n, n)))[0][:, :rank]
+        v = np.linalg.qr(rng.standard_normal((3 * n, n)))[0][:, :rank]
+        m = (u * np.geomspace(1, 1 / spread, rank)) @ v.T
+        out.append(m @ m.T)
+    return np.array(out)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 24), st.integers(1, 24), st.integers(1, 40), st.integers(0, 2**16),
+       st.sampled_from([1.0, 1e3]))
+def test_pivoted_cholesky_stops_at_the_rank(n, rank, g, seed, spread):
+    """P^T A P = L L^T to rounding on the pivots, F A F^T = I_k, C F A = A (the Schur
+    complement of a rank-k matrix is roundoff), zeros past k; k is A's rank."""
+    rank = min(rank, n)
+    rng = np.random.default_rng(seed)
+    a = _semidefinite(rng, g, n, rank, spread)
+    tol = np.full(g, 1e-10)
+    c, f, k = smallchol.pivoted_cholesky(a, tol)
+    assert (k == rank).all()
+    for i in range(g):
+        scale = np.linalg.norm(a[i])
+        assert not c[i][:, rank:].any() and not f[i][rank:].any()
+        eye = np.diag([1.0] * rank + [0.0] * (n - rank))
+        np.testing.assert_allclose(f[i] @ a[i] @ f[i].T, eye, atol=1e3 * n * U * spread**2)
+        np.testing.assert_allclose(c[i] @ f[i] @ a[i], a[i], atol=1e3 * n * U * spread**2 * scale)
+        # F = L11^-1 P_k^T: row j uses the first j + 1 pivots, each a column of its own
+        used = [set(np.flatnonzero(f[i][j]).tolist()) for j in range(rank)]
+        assert all(len(u) == j + 1 for j, u in enumerate(used))
+        assert all(later >= earlier for earlier, later in zip(used, used[1:]))
+
+
+def test_pivoted_cholesky_edges():
+    """A zero matrix has rank 0 (F = 0); a NaN stops the factorisation; one full-rank
+    matrix is a permuted Cholesky factorisation (F A F^T = I); tolerances are per matrix."""
+    rng = np.random.default_rng(5)
+    a = _spd(rng, 4, 6, 10.0)
+    a[1] = 0
+    a[2, 3, 3] = np.nan
+    c, f, k = smallchol.pivoted_cholesky(a, np.array([1e-12, 1e-12, 1e-12, 10.0]))
+    assert k[0] == 6 and k[1] == 0 and not f[1].any() and not c[1].any()
+    assert k[2] < 6 and k[3] == 0  # every pivot of a[3] (eigenvalues <= 1) is below 10
+    np.testing.assert_allclose(f[0] @ a[0] @ f[0].T, np.eye(6), atol=1e-12)
+    np.testing.assert_allclose(c[0] @ c[0].T, a[0], atol=1e-14)

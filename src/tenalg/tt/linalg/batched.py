@@ -139,44 +139,32 @@ def sum_cores(terms, work=FRESH):
 def times_lower(core, lf, work, key):
     """``core`` (g, l, n, r) times ``lf`` (g, r, k) over r, into ``work``'s buffer ``key``.
 
-    ``core`` may be a list of diagonal blocks (:func:`sum_cores`); ``lf`` must then be
-    lower trapezoidal (lf[b, j] = 0 for j > b, as the L of an LQ), so block i meets only
-    its own rows of lf and its columns up to its last row: the zeros of the block-diagonal
-    core and of lf are never multiplied.
+    ``core`` may be a list of diagonal blocks (:func:`sum_cores`): block i meets only its
+    own rows of lf, and where lf is lower trapezoidal (lf[b, j] = 0 for j > b, as the L
+    of an LQ) only its columns up to its last row, so the zeros of the block-diagonal core
+    and of lf are never multiplied (a rank-revealing L, :mod:`~tenalg.tt.linalg.bondsvd`,
+    is full: its blocks meet every column).
 
     >>> lf = np.tril(np.ones((1, 2, 2)))
     >>> blocks = [np.ones((1, 1, 1, 1)), np.ones((1, 1, 1, 1))]
     >>> times_lower(blocks, lf, FRESH, "t")[:, :, 0, :].tolist()
     [[[1.0, 0.0], [1.0, 1.0]]]
     """
-    if not isinstance(core, np.ndarray) and np.triu(lf, 1).any():
-        core = _block_diagonal(core)  # a rank-revealing L (bondsvd._eigh_lq) is full
     if isinstance(core, np.ndarray):
         return work.einsum(key, "ganb,gbk->gank", core, lf)
     g, n, k = core[0].shape[0], core[0].shape[2], lf.shape[2]
+    lower = not np.triu(lf, 1).any()
     rows = sum(x.shape[1] for x in core)
     out = work.array(key, (g, rows, n, k), np.result_type(lf, *core))
     flat = out.reshape(g, rows * n, k)
     lo = off = 0
     for x in core:
         l, r = x.shape[1], x.shape[3]
-        w = min(k, off + r)
+        w = min(k, off + r) if lower else k
         part = flat[:, lo * n : (lo + l) * n]
         np.matmul(x.reshape(g, l * n, r), lf[:, off : off + r, :w], out=part[:, :, :w])
         part[:, :, w:] = 0
         lo, off = lo + l, off + r
-    return out
-
-
-def _block_diagonal(blocks):
-    """The dense core (g, sum l, n, sum r) of the diagonal ``blocks`` (g, l_i, n, r_i)."""
-    g, n = blocks[0].shape[0], blocks[0].shape[2]
-    out = np.zeros((g, sum(x.shape[1] for x in blocks), n, sum(x.shape[3] for x in blocks)),
-                   dtype=np.result_type(*blocks))
-    lo = off = 0
-    for x in blocks:
-        out[:, lo : lo + x.shape[1], :, off : off + x.shape[3]] = x
-        lo, off = lo + x.shape[1], off + x.shape[3]
     return out
 
 

@@ -57,6 +57,7 @@ from .dense import lapack_threads, unit_roundoff
 
 ETA_POWER = 0.5  # the Gram result is accepted when accurate to u ** ETA_POWER (double)
 SAFETY = 4  # factor on the rounding-error bounds (Gram matrix and eigh/Cholesky)
+REVEALING = "revealing"  # lq's hint: the next bond's plain Cholesky path would decline
 
 
 def hermitian(x):
@@ -105,6 +106,9 @@ def lq(m, gram=True):
     (the last core of a sum, l > n: 60 x 32 for two trains of rank 30 and n = 32, where
     giving up made every later bond of a sweep take LAPACK's QR, 2.5x slower in all);
     ``gram=False`` skips it (a sweep stops trying after a bond where it served none).
+    Where the plain Cholesky factorisation served no train and every train was
+    rank-deficient, it is REVEALING: the next bond goes straight to the rank-revealing
+    path (every bond of an exact X + X is rank-deficient).
 
     >>> import numpy as np
     >>> m = np.random.default_rng(0).standard_normal((2, 3, 8))
@@ -121,83 +125,154 @@ def lq(m, gram=True):
         trace = np.trace(products, axis1=1, axis2=2).real
         err = SAFETY * (rows + cols) * unit_roundoff(wide) * trace
         c = inv = None
-        ok = np.zeros(g, dtype=bool)
-        for shift in (rows * unit_roundoff(wide) * trace, 4 * err):
-            shift = shift + np.finfo(np.float64).tiny
-            try:
-                c, inv = smallchol.cholesky_inverse(products + shift[:, None, None] * np.eye(rows))
-            except np.linalg.LinAlgError:
-                continue
-            ok = (err + shift) * (np.abs(inv) ** 2).sum(axis=(1, 2)) <= unit_roundoff(
-                wide) ** ETA_POWER
-            ok &= np.isfinite(inv).all(axis=(1, 2))
-            break
+        plain = np.zeros(g, dtype=bool)
+        if gram != REVEALING:
+            c, inv, plain = _cholesky(products, trace, err)
+        ok = plain
         if not ok.all():
-            c, inv, ok = _eigh_lq(x, products, err, c, inv, ok)
+            c, inv, ok = _rank_revealing(x, products, err, c, inv, ok)
         if ok.any():
-            return (*_finish(m, c, inv, ok), True)
+            l, f, b = _finish(m, c, inv, ok)
+            deficient = not plain.any() and l.shape[2] < rows
+            return l, f, b, REVEALING if deficient else True
     l, q = reference_lq(m)
     eye = np.broadcast_to(np.eye(q.shape[1], dtype=m.dtype), (g, q.shape[1], q.shape[1]))
     return l, eye, q, gram and rows > cols
 
 
-def _eigh_lq(x, products, err, c, inv, ok):
+def _cholesky(products, trace, err):
+    """(C, C^-1, ok) of the Cholesky path of :func:`lq` from the Gram matrices M M^H:
+    ``ok`` where the rows of C^-1 M are orthonormal to eta (C and C^-1 None where no
+    matrix is positive definite after the shift)."""
+    rows = products.shape[1]
+    u = unit_roundoff(products.dtype)
+    for shift in (rows * u * trace, 4 * err):
+        shift = shift + np.finfo(np.float64).tiny
+        try:
+            c, inv = smallchol.cholesky_inverse(products + shift[:, None, None] * np.eye(rows))
+        except np.linalg.LinAlgError:
+            continue
+        ok = (err + shift) * squares(inv) <= u**ETA_POWER
+        return c, inv, ok & np.isfinite(inv).all(axis=(1, 2))
+    return None, None, np.zeros(len(trace), dtype=bool)
+
+
+def _rank_revealing(x, products, err, c, inv, ok):
     """The LQ of the trains where the Cholesky path declined (rank-deficient M, as every
-    bond of an exact X + X), rank-revealing: from M M^H = V Lambda V^H, L = V_k
-    Lambda_k^(1/2) and F = Lambda_k^(-1/2) V_k^H (zero past k) for the k eigenvalues above
-    err / eta (the rows of F M orthonormal to eta), kept where the residual
-    V_rest^H M, formed explicitly, is at the roundoff of a Householder QR (SAFETY rows u
-    ||M||_F): dropping it changes M no more than LAPACK's QR would. Fills ``c``,
-    ``inv`` and ``ok`` (fresh where None) for those trains; the stack stays batched
-    instead of one LAPACK QR per matrix (issue 31: 512 packed X + X spent a third of
-    their rounding there). L is not triangular: :func:`~tenalg.tt.linalg.batched.times_lower`
-    checks."""
-    g, rows, _ = x.shape
-    u = unit_roundoff(x.dtype)
+    bond of an exact X + X), rank-revealing: L (rows, k) and F (k, rows) zero past each
+    train's rank k, with the rows of F M orthonormal to eta, kept where the residual M -
+    L F M, formed explicitly, is at the roundoff of a Householder QR (SAFETY rows u
+    ||M||_F): dropping it changes M no more than LAPACK's QR would. By pivoted Cholesky
+    (:func:`_pivoted_lq`), else (complex data, or while its kernel compiles) by the
+    eigendecomposition (:func:`_eigh_lq`). Fills ``c``, ``inv`` and ``ok`` (fresh where
+    None) for those trains; the stack stays batched instead of one LAPACK QR per matrix
+    (issue 31: 512 packed X + X spent a third of their rounding there). L is not
+    triangular: :func:`~tenalg.tt.linalg.batched.times_lower` checks."""
+    g = x.shape[0]
     todo = np.flatnonzero(~ok)
     every = len(todo) == g  # (exact X + X: every train) no copies of the stack
-    lam, v = smalleigh.eigh(products if every else products[todo])
-    lam, v = lam[:, ::-1], v[:, :, ::-1]
-    trace = np.maximum(lam, 0).sum(axis=1)
-    e = err[todo] + 2 * smalleigh.ACCURACY * rows * u * trace
-    keep = lam >= (e / u**ETA_POWER)[:, None]
-    k = keep.sum(axis=1)
-    xs = x if every else x[todo]
-    # the residual's weight as that of V_rest^H M (one GEMM of the discarded rows, each
-    # entry within rows u |v| |M| of exact)
-    first = int(k.min())
-    rest = v[:, :, first:] * ~keep[:, None, first:]
-    weight = (np.abs(np.matmul(hermitian(rest), xs)) ** 2).sum(axis=(1, 2))
-    norm = np.sqrt((np.abs(xs) ** 2).sum(axis=(1, 2)))
-    within = np.sqrt(weight) <= SAFETY * rows * u * norm
-    vk = v * keep[:, None, :]
-    good = within & (k >= 1)
+    xs, gram, e = (x, products, err) if every else (x[todo], products[todo], err[todo])
+    found = _pivoted_lq(xs, gram, e) if x.dtype == np.float64 else None
+    l, f, good = _eigh_lq(xs, gram, e) if found is None else found
     if not good.any():
         return c, inv, ok
     if c is None:
         c, inv = np.zeros(products.shape, x.dtype), np.zeros(products.shape, x.dtype)
-    root = np.sqrt(np.where(keep, lam, 1))
     rows_ = todo[good]
-    c[rows_] = (vk * np.where(keep, root, 0)[:, None, :])[good]
-    inv[rows_] = (hermitian(vk) * np.where(keep, 1 / root, 0)[:, :, None])[good]
+    c[rows_], inv[rows_] = l[good], f[good]
     ok = ok.copy()
     ok[rows_] = True
     return c, inv, ok
 
 
+def _pivoted_lq(x, products, err):
+    """(L, F, good) of :func:`_rank_revealing` by pivoted Cholesky of M M^H, stopped at
+    pivots below err / eta (:func:`~tenalg.tt.linalg.smallchol.pivoted_cholesky`: a
+    16 x 16 Gram matrix of rank 8 in about a microsecond, where Jacobi's eigh took 20);
+    F M is orthonormal to ``err`` ||F||_F^2 as on the Cholesky path. None while the
+    kernel compiles."""
+    eta = unit_roundoff(x.dtype) ** ETA_POWER
+    found = smallchol.pivoted_cholesky(products, err / eta)
+    if found is None:
+        return None
+    l, f, k = found
+    orthonormal = err * squares(f) <= eta  # False where not finite
+    residual = np.matmul(np.eye(x.shape[1]) - np.matmul(l, f), x)
+    return l, f, orthonormal & (k >= 1) & _negligible(residual, x)
+
+
+def _eigh_lq(x, products, err):
+    """(L, F, good) of :func:`_rank_revealing` from M M^H = V Lambda V^H: L = V_k
+    Lambda_k^(1/2) and F = Lambda_k^(-1/2) V_k^H (zero past k) for the k eigenvalues
+    above err / eta, with the eigensolver's error added to ``err``; the residual is
+    V_rest^H M."""
+    rows = x.shape[1]
+    u = unit_roundoff(x.dtype)
+    lam, v = smalleigh.eigh(products)
+    lam, v = lam[:, ::-1], v[:, :, ::-1]
+    trace = np.maximum(lam, 0).sum(axis=1)
+    e = err + 2 * smalleigh.ACCURACY * rows * u * trace
+    keep = (lam >= (e / u**ETA_POWER)[:, None]) & (lam > 0)  # a zero M keeps nothing
+    # the residual as V_rest^H M (one GEMM of the discarded rows, each entry within
+    # rows u |v| |M| of exact)
+    first = int(keep.sum(axis=1).min())
+    rest = v[:, :, first:] * ~keep[:, None, first:]
+    vk = v * keep[:, None, :]
+    root = np.sqrt(np.where(keep, lam, 1))
+    return (vk * np.where(keep, root, 0)[:, None, :],
+            hermitian(vk) * np.where(keep, 1 / root, 0)[:, :, None],
+            keep.any(axis=1) & _negligible(np.matmul(hermitian(rest), x), x))
+
+
+def _negligible(residual, x):
+    """Per matrix: whether the residual is at the roundoff of a Householder QR of x,
+    ||residual||_F <= SAFETY rows u ||x||_F."""
+    norm = np.sqrt(squares(x))
+    return np.sqrt(squares(residual)) <= SAFETY * x.shape[1] * unit_roundoff(x.dtype) * norm
+
+
+def squares(x):
+    """The sum of squared moduli of each matrix of the stack ``x`` (g, rows, cols), in one
+    pass (``(abs(x)**2).sum(...)`` makes two temporaries of x's size: 512 residuals of 16
+    x 256 took 2.3 ms that way).
+
+    >>> squares(np.array([[[3.0, 4.0]], [[1j, 1.0]]])).tolist()
+    [25.0, 2.0]
+    """
+    if x.dtype.kind == "c":
+        return squares(x.real) + squares(x.imag)
+    return np.einsum("gij,gij->g", x, x)
+
+
 def _finish(m, c, inv, ok):
-    """(L, F, B) of :func:`lq` from the Cholesky factors, LAPACK's QR where not ``ok``."""
+    """(L, F, B) of :func:`lq` from the Cholesky factors, LAPACK's QR where not ``ok``.
+
+    Columns of L that are zero in every train (past the ranks that the rank-revealing
+    path found, :func:`_rank_revealing`) are dropped with their rows of F (or B), so the next
+    bond and the truncation sweep work on those ranks: 512 packed X + X (rank 8 -> 16)
+    then decompose 8 x 8 Gram matrices, not 16 x 16 ones of rank 8."""
+    if ok.all():
+        width = _width(c)
+        c, inv = c[:, :, :width], inv[:, :width]
     l = c.astype(m.dtype, copy=False)
     if m.dtype == inv.dtype:
         f, b = inv, (m if ok.all() else m.copy())
     else:
-        f = np.broadcast_to(np.eye(m.shape[1], dtype=m.dtype), inv.shape).copy()
+        k = inv.shape[1]
+        f = np.broadcast_to(np.eye(k, dtype=m.dtype), (m.shape[0], k, k)).copy()
         b = np.matmul(inv, m.astype(inv.dtype)).astype(m.dtype)
     if not ok.all():
         bad = ~ok
         l[bad], b[bad] = reference_lq(m[bad])
         f[bad] = np.eye(m.shape[1])
     return l, f, b
+
+
+def _width(c):
+    """1 + the last column of the stack ``c`` (g, rows, rows) nonzero in some matrix (at
+    least 1)."""
+    used = np.flatnonzero(np.any(c != 0, axis=(0, 1)))
+    return int(used[-1]) + 1 if used.size else 1
 
 
 def reference_svd(m, delta, max_rank):
@@ -331,9 +406,8 @@ def residual_within(residual, x, k, delta):
     factorisation of it: its weight ||residual||_F^2, and whether its norm plus the
     rounding bound of forming it, (k^1.5 + 1) u ||x||_F times SAFETY (the elementwise
     GEMM bound in the Frobenius norm), is within ``delta`` (a proof that k suffices)."""
-    weight = (np.abs(residual) ** 2).sum(axis=(1, 2))
-    bound = (SAFETY * (k * np.sqrt(k) + 1) * unit_roundoff(x.dtype)
-             * np.sqrt((np.abs(x) ** 2).sum(axis=(1, 2))))
+    weight = squares(residual)
+    bound = SAFETY * (k * np.sqrt(k) + 1) * unit_roundoff(x.dtype) * np.sqrt(squares(x))
     return weight, np.sqrt(weight) + bound <= delta
 
 

@@ -9,7 +9,9 @@ substitution for the inverse is one vectorised loop over the block; stacks of fe
 MIN_STACK matrices take them one at a time in scalar loops. Both are the textbook
 algorithms (backward stable like LAPACK's). Like ``np.linalg.cholesky`` it raises
 ``LinAlgError`` when a matrix is not positive definite. Complex matrices go to LAPACK
-(:func:`reference_cholesky_inverse`).
+(:func:`reference_cholesky_inverse`). :func:`pivoted_cholesky` factors semidefinite
+matrices (the Gram matrices of rank-deficient bonds) with complete pivoting, one matrix
+at a time, and stops at their rank.
 
 >>> import numpy as np
 >>> x = np.random.default_rng(0).standard_normal((16, 4, 6))
@@ -101,6 +103,87 @@ def _factor_each(a, c, inv):
         c[t] = x
         inv[t] = y
     return True
+
+
+@numba.njit(cache=CACHE, error_model="numpy", nogil=True)
+def _pivoted(a, tol, c, f, k):
+    """Pivoted Cholesky of each matrix of the stack a (g, n, n) (lower triangle read),
+    stopped where the largest remaining pivot is not above tol (g,): P^T A P = L L^T +
+    S with L (n, k) lower trapezoidal; into c (g, n, n) P L (zero past column k), into f
+    (g, n, n) F = L11^-1 P_k^T (zero past row k), into k (g,) the ranks."""
+    g, n, _ = a.shape
+    x = np.empty((n, n))
+    y = np.empty((n, n))
+    perm = np.empty(n, np.int64)
+    for t in range(g):
+        for i in range(n):
+            perm[i] = i
+            for m in range(i + 1):
+                x[i, m] = x[m, i] = a[t, i, m]
+        r = 0
+        while r < n:
+            p = r
+            for i in range(r + 1, n):
+                if x[i, i] > x[p, p]:
+                    p = i
+            if not x[p, p] > tol[t]:  # NaN stops too
+                break
+            if p != r:
+                perm[r], perm[p] = perm[p], perm[r]
+                for m in range(n):
+                    x[r, m], x[p, m] = x[p, m], x[r, m]
+                for m in range(n):
+                    x[m, r], x[m, p] = x[m, p], x[m, r]
+            x[r, r] = np.sqrt(x[r, r])
+            for i in range(r + 1, n):
+                x[i, r] /= x[r, r]
+            for i in range(r + 1, n):
+                for m in range(r + 1, i + 1):
+                    x[i, m] -= x[i, r] * x[m, r]
+                    x[m, i] = x[i, m]
+            r += 1
+        for i in range(r):  # y = L11^-1 by forward substitution
+            y[i, i] = 1 / x[i, i]
+            for m in range(i):
+                total = 0.0
+                for q in range(m, i):
+                    total += x[i, q] * y[q, m]
+                y[i, m] = -total * y[i, i]
+        c[t] = 0
+        f[t] = 0
+        for i in range(n):
+            for m in range(min(i + 1, r)):
+                c[t, perm[i], m] = x[i, m]
+        for i in range(r):
+            for m in range(i + 1):
+                f[t, i, perm[m]] = y[i, m]
+        k[t] = r
+
+
+def pivoted_cholesky(a, tol):
+    """(C, F, k) per matrix of the real symmetric positive semidefinite stack ``a`` (g,
+    n, n), by Cholesky factorisation with complete pivoting stopped at the first pivot
+    not above ``tol`` (g,): C = P L (n, n, zero past column k), F = L11^-1 P_k^T (zero
+    past row k), so F A F^T = I_k and C F A = A on the pivots, with A - C F A the
+    Schur complement's weight (at most ``tol`` per remaining pivot). None while the
+    kernel compiles off the thread (the caller takes its eigendecomposition instead).
+
+    >>> import numpy as np
+    >>> x = np.random.default_rng(0).standard_normal((2, 3, 6))
+    >>> x = np.concatenate([x, x], axis=1)  # rank 3 of 6
+    >>> c, f, k = pivoted_cholesky(x @ x.transpose(0, 2, 1), np.full(2, 1e-10))
+    >>> q = f @ x
+    >>> eye3 = np.diag([1.0, 1, 1, 0, 0, 0])
+    >>> k.tolist(), np.allclose(c @ q, x), np.allclose(q @ q.transpose(0, 2, 1), eye3)
+    ([3, 3], True, True)
+    """
+    g = a.shape[0]
+    c, f, k = np.empty_like(a), np.empty_like(a), np.empty(g, dtype=np.int64)
+    args = (np.ascontiguousarray(a), np.ascontiguousarray(tol, dtype=np.float64), c, f, k)
+    if not compiler.ready_for(_pivoted, args, args[0].flags.writeable):
+        return None
+    _pivoted(*args)
+    return c, f, k
 
 
 def reference_cholesky_inverse(a):
