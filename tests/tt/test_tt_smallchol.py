@@ -117,7 +117,7 @@ def test_pivoted_cholesky_stops_at_the_rank(n, rank, g, seed, spread):
         # F = L11^-1 P_k^T: row j uses the first j + 1 pivots, each a column of its own
         used = [set(np.flatnonzero(f[i][j]).tolist()) for j in range(rank)]
         assert all(len(u) == j + 1 for j, u in enumerate(used))
-        assert all(later >= earlier for earlier, later in zip(used, used[1:]))
+        assert all(later >= earlier for earlier, later in zip(used, used[1:], strict=False))
 
 
 def test_pivoted_cholesky_edges():

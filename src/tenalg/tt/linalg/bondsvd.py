@@ -132,7 +132,7 @@ def lq(m, gram=True):
         if not ok.all():
             c, inv, ok = _rank_revealing(x, products, err, c, inv, ok)
         if ok.any():
-            l, f, b = _finish(m, c, inv, ok)
+            l, f, b = _finish(m, c, inv, ok, narrow=not plain.all())
             deficient = not plain.any() and l.shape[2] < rows
             return l, f, b, REVEALING if deficient else True
     l, q = reference_lq(m)
@@ -141,20 +141,20 @@ def lq(m, gram=True):
 
 
 def _cholesky(products, trace, err):
-    """(C, C^-1, ok) of the Cholesky path of :func:`lq` from the Gram matrices M M^H:
-    ``ok`` where the rows of C^-1 M are orthonormal to eta (C and C^-1 None where no
-    matrix is positive definite after the shift)."""
+    """(C, C^-1, ok) of the Cholesky path of :func:`lq` from the Gram matrices M M^H,
+    shifted by rows u tr (4 err where that is not positive definite): ``ok`` where the
+    rows of C^-1 M are orthonormal to eta."""
     rows = products.shape[1]
     u = unit_roundoff(products.dtype)
-    for shift in (rows * u * trace, 4 * err):
-        shift = shift + np.finfo(np.float64).tiny
-        try:
-            c, inv = smallchol.cholesky_inverse(products + shift[:, None, None] * np.eye(rows))
-        except np.linalg.LinAlgError:
-            continue
-        ok = (err + shift) * squares(inv) <= u**ETA_POWER
-        return c, inv, ok & np.isfinite(inv).all(axis=(1, 2))
-    return None, None, np.zeros(len(trace), dtype=bool)
+    tiny = np.finfo(np.float64).tiny
+    shift = rows * u * trace + tiny
+    c, inv, pd, weight = smallchol.shifted_cholesky(products, shift)
+    if not pd.all():
+        bad = np.flatnonzero(~pd)
+        shift[bad] = 4 * err[bad] + tiny
+        c[bad], inv[bad], pd[bad], weight[bad] = smallchol.shifted_cholesky(products[bad],
+                                                                            shift[bad])
+    return c, inv, pd & ((err + shift) * weight <= u**ETA_POWER)  # False where NaN
 
 
 def _rank_revealing(x, products, err, c, inv, ok):
@@ -244,14 +244,15 @@ def squares(x):
     return np.einsum("gij,gij->g", x, x)
 
 
-def _finish(m, c, inv, ok):
+def _finish(m, c, inv, ok, narrow):
     """(L, F, B) of :func:`lq` from the Cholesky factors, LAPACK's QR where not ``ok``.
 
-    Columns of L that are zero in every train (past the ranks that the rank-revealing
-    path found, :func:`_rank_revealing`) are dropped with their rows of F (or B), so the next
-    bond and the truncation sweep work on those ranks: 512 packed X + X (rank 8 -> 16)
-    then decompose 8 x 8 Gram matrices, not 16 x 16 ones of rank 8."""
-    if ok.all():
+    With ``narrow`` (the rank-revealing path, :func:`_rank_revealing`, served some
+    trains), columns of L that are zero in every train are dropped with their rows of F
+    (or B), so the next bond and the truncation sweep work on the ranks found: 512
+    packed X + X (rank 8 -> 16) then decompose 8 x 8 Gram matrices, not 16 x 16 ones of
+    rank 8."""
+    if narrow and ok.all():
         width = _width(c)
         c, inv = c[:, :, :width], inv[:, :width]
     l = c.astype(m.dtype, copy=False)
@@ -289,42 +290,75 @@ def _gram(m, delta, max_rank, work=FRESH, key="left"):
     g, rows, r = m.shape
     wide = np.result_type(m.dtype, np.float64)
     x = m.astype(wide, copy=False)
-    lam, v = smalleigh.eigh(np.matmul(hermitian(x), x))
+    lam, v = smalleigh.eigh(np.matmul(hermitian(x), x))  # ascending
     p = min(rows, r)
-    lam, v = lam[:, ::-1][:, :p], v[:, :, ::-1][:, :, :p]
     eta = unit_roundoff(wide) ** ETA_POWER
-    d2 = np.array(np.broadcast_to(np.asarray(delta, dtype=np.float64) ** 2, (g,)))
+    d2 = np.asarray(delta, dtype=np.float64) ** 2
+    if d2.shape != (g,):
+        d2 = np.full(g, d2)
     factor = (SAFETY * (rows + r) + 2 * smalleigh.ACCURACY * r) * unit_roundoff(wide)
-    s, err, k, tail, ok = _certify(np.ascontiguousarray(lam), d2, factor, eta,
-                                   p + 1 if max_rank is None else max_rank)
+    s, err, k, tail, ok = _certify(lam, d2, factor, eta, p, p + 1 if max_rank is None
+                                   else max_rank)
     if not ok.all():
-        _prove_by_residual(x, lam, v, err, eta, d2, max_rank, k, tail, ok)
-    mask = rank_mask(k)
-    kk = mask.shape[1]
-    sk = s[:, :kk] * mask
-    v = v[:, :, :kk]
-    left = np.matmul(x, v * np.where(sk > 0, 1 / np.where(sk > 0, sk, 1), 0)[:, None, :],
-                     out=work.array(key, (g, rows, kk), wide))
-    right = sk[:, :, None] * hermitian(v)
+        _prove_by_residual(x, lam[:, ::-1][:, :p], v[:, :, ::-1][:, :, :p], err, eta, d2,
+                           max_rank, k, tail, ok)
+    scaled, right = _factors(s, v, k)
+    left = np.matmul(x, scaled, out=work.array(key, (g, rows, scaled.shape[2]), wide))
     return left.astype(m.dtype, copy=False), right.astype(m.dtype, copy=False), k, tail, ok
+
+
+def _factors(s, v, k):
+    """The kept Gram factors of each train: V_k diag(1 / s) (g, r, kk), which M
+    multiplies into the left factor, and diag(s) V_k^H (g, kk, r), the right one (columns
+    past a train's k zero; ``v`` holds ascending eigenvectors, ``s`` descending singular
+    values). One Numba pass (:func:`_factors_kernel`); these NumPy operations (the
+    kernel's twin while it compiles) cost a small train's bond about 15 us."""
+    kk = int(k.max())
+    g, r, _ = v.shape
+    scaled = np.empty((g, r, kk), dtype=v.dtype)
+    right = np.empty((g, kk, r), dtype=v.dtype)
+    args = (s, v, k, scaled, right)
+    if compiler.ready_for(_factors_kernel, args, (v.dtype, v.flags.c_contiguous)):
+        _factors_kernel(*args)
+        return scaled, right
+    mask = rank_mask(k)
+    vk = v[:, :, ::-1][:, :, :kk]
+    sk = s[:, :kk] * mask
+    return (vk * np.where(sk > 0, 1 / np.where(sk > 0, sk, 1), 0)[:, None, :],
+            sk[:, :, None] * hermitian(vk))
+
+
+@numba.njit(cache=CACHE, nogil=True)
+def _factors_kernel(s, v, k, scaled, right):
+    """:func:`_factors` into ``scaled`` and ``right`` (the same operations, so the same
+    values)."""
+    g, r, _ = v.shape
+    for t in range(g):
+        for j in range(scaled.shape[2]):
+            sj = s[t, j] if j < k[t] else 0.0
+            inv = 1 / sj if sj > 0 else 0.0
+            for i in range(r):
+                vij = v[t, i, r - 1 - j]
+                scaled[t, i, j] = vij * inv
+                right[t, j, i] = sj * np.conj(vij)
 
 
 def _certify_ready():
     """Whether :func:`_certify` is compiled (else its compilation is queued, and the bond
     goes to LAPACK meanwhile: :mod:`tenalg.kernels.compiler`)."""
-    return compiler.ready(_certify, _CERTIFY_SIGNATURE)
+    return compiler.ready(_certify, _CERTIFY_SIGNATURE, key="signature")
 
 
 @numba.njit(cache=CACHE, nogil=True)
-def _certify(lam, d2, factor, eta, cap):
-    """Per train (a row of the descending eigenvalues ``lam`` of M^H M): the singular
-    values s, the error bound err = factor tr, the rank k kept for delta^2 = ``d2`` and
-    ``cap`` (max_rank; p + 1 for none), the tail past k, and whether the eigenvalues
-    prove the cut: LAPACK's rank (robust_lower: k - 1 would not do; capped, at the cap,
-    or robust_upper: k suffices) on an accurate subspace with orthonormal left factors.
-    One pass per train: the same conditions in NumPy cost a single train's bond about
-    50 us in per-call work."""
-    g, p = lam.shape
+def _certify(lam, d2, factor, eta, p, cap):
+    """Per train (a row of the ascending eigenvalues ``lam`` of M^H M, of which the
+    largest p count): the singular values s (descending), the error bound err = factor
+    tr, the rank k kept for delta^2 = ``d2`` and ``cap`` (max_rank; p + 1 for none), the
+    tail past k, and whether the eigenvalues prove the cut: LAPACK's rank (robust_lower:
+    k - 1 would not do; capped, at the cap, or robust_upper: k suffices) on an accurate
+    subspace with orthonormal left factors. One pass per train: the same conditions in
+    NumPy cost a single train's bond about 50 us in per-call work."""
+    g, r = lam.shape
     s = np.empty((g, p))
     err, tail = np.empty(g), np.empty(g)
     k = np.empty(g, np.int64)
@@ -333,8 +367,8 @@ def _certify(lam, d2, factor, eta, cap):
     for t in range(g):
         trace = 0.0
         for i in range(p):
-            s[t, i] = math.sqrt(max(lam[t, i], 0.0))
-            trace += max(lam[t, i], 0.0)
+            s[t, i] = math.sqrt(max(lam[t, r - 1 - i], 0.0))
+            trace += max(lam[t, r - 1 - i], 0.0)
         for i in range(p - 1, -1, -1):
             tails[i] = tails[i + 1] + s[t, i] * s[t, i]
         kt = 1  # the first k with tails[k] <= d2 (keep_ranks; 1 where none, d2 NaN)
@@ -344,8 +378,8 @@ def _certify(lam, d2, factor, eta, cap):
                 break
         kt = min(kt, cap)
         e = factor * trace
-        lam_k = max(lam[t, kt - 1], 0.0)
-        lam_next = max(lam[t, kt], 0.0) if kt < p else 0.0
+        lam_k = max(lam[t, r - kt], 0.0)
+        lam_next = max(lam[t, r - 1 - kt], 0.0) if kt < p else 0.0
         rest = tails[kt]
         robust_lower = kt == 1 or rest + lam_k - (p - kt + 1) * e > d2[t]
         capped = rest - (p - kt) * e > d2[t] or kt == cap
@@ -438,6 +472,6 @@ def truncated_svd(m, delta, max_rank, gram=True, work=FRESH, key="left"):
     return out_l, out_r, k, tail, True
 
 
-# what _gram passes: eigenvalues (g, p), squared tolerances (g,), two floats and the cap
+# what _gram passes: eigenvalues (g, r), squared tolerances (g,), two floats, p and the cap
 _CERTIFY_SIGNATURE = (numba.float64[:, ::1], numba.float64[::1], numba.float64,
-                      numba.float64, numba.int64)
+                      numba.float64, numba.int64, numba.int64)

@@ -3,12 +3,14 @@ matrices at once, in Numba.
 
 ``np.linalg.cholesky`` and ``np.linalg.inv`` on a stack call LAPACK once per matrix
 (``inv`` about 8 us for a 16 x 16 matrix, most of it per-call work).
-:func:`cholesky_inverse` factors up to BLOCK matrices side by side, the matrix index
+:func:`shifted_cholesky` factors up to BLOCK matrices side by side, the matrix index
 fastest, so each step of the column-by-column Cholesky factorisation and of the
 substitution for the inverse is one vectorised loop over the block; stacks of fewer than
 MIN_STACK matrices take them one at a time in scalar loops. Both are the textbook
-algorithms (backward stable like LAPACK's). Like ``np.linalg.cholesky`` it raises
-``LinAlgError`` when a matrix is not positive definite. Complex matrices go to LAPACK
+algorithms (backward stable like LAPACK's); each matrix gets its own diagonal shift and
+reports whether it was positive definite, with the weight of its inverse (what the
+rounding certifies its Cholesky LQ by). :func:`cholesky_inverse` raises ``LinAlgError``
+like ``np.linalg.cholesky`` instead. Complex matrices go to LAPACK
 (:func:`reference_cholesky_inverse`). :func:`pivoted_cholesky` factors semidefinite
 matrices (the Gram matrices of rank-deficient bonds) with complete pivoting, one matrix
 at a time, and stops at their rank.
@@ -32,18 +34,22 @@ MIN_STACK = 16  # smaller stacks go one matrix at a time (_factor_each)
 
 
 @numba.njit(cache=CACHE, error_model="numpy", nogil=True)
-def _factor(a, c, inv):
-    """Lower Cholesky factors of the stack a (g, n, n) (lower triangle read) into c and
-    their inverses into inv; False when a pivot is not positive."""
+def _factor(a, shift, c, inv, pd, weight):
+    """Lower Cholesky factors of the stack a (g, n, n) (lower triangle read, shift (g,)
+    added to each diagonal) into c, their inverses into inv, whether every pivot was
+    positive into pd (g,) and the sum of the inverse's squares into weight (g,)."""
     g, n, _ = a.shape
     for start in range(0, g, BLOCK):
         b = min(BLOCK, g - start)
         x = np.zeros((n, n, b))  # x[i, k] = L[i, k], then y[i, k] = L^-1[i, k]
         y = np.zeros((n, n, b))
+        good = np.ones(b, np.bool_)
         for i in range(n):
             for k in range(i + 1):
                 for j in range(b):
                     x[i, k, j] = a[start + j, i, k]
+            for j in range(b):
+                x[i, i, j] += shift[start + j]
         for k in range(n):
             for m in range(k):
                 for i in range(k, n):
@@ -51,7 +57,8 @@ def _factor(a, c, inv):
                         x[i, k, j] -= x[i, m, j] * x[k, m, j]
             for j in range(b):
                 if x[k, k, j] <= 0:  # like LAPACK: NaN goes on, as NaN
-                    return False
+                    good[j] = False
+                    x[k, k, j] = 1.0  # the matrix is flagged; its neighbours go on
                 x[k, k, j] = np.sqrt(x[k, k, j])
                 y[k, k, j] = 1 / x[k, k, j]
             for i in range(k + 1, n):
@@ -65,15 +72,17 @@ def _factor(a, c, inv):
                 for j in range(b):
                     y[i, k, j] *= y[i, i, j]
         for j in range(b):
+            total = 0.0
             for i in range(n):
                 for k in range(n):
                     c[start + j, i, k] = x[i, k, j]
                     inv[start + j, i, k] = y[i, k, j]
-    return True
+                    total += y[i, k, j] * y[i, k, j]
+            pd[start + j], weight[start + j] = good[j], total
 
 
 @numba.njit(cache=CACHE, error_model="numpy", nogil=True)
-def _factor_each(a, c, inv):
+def _factor_each(a, shift, c, inv, pd, weight):
     """:func:`_factor` one matrix at a time, in scalar loops (the same operations in
     the same order, so the same results): for stacks too small to share vector loops,
     where a block of one spends its time in loop overhead (a 20 x 20 matrix 34 us, so
@@ -82,15 +91,18 @@ def _factor_each(a, c, inv):
     for t in range(g):
         x = np.zeros((n, n))
         y = np.zeros((n, n))
+        good = True
         for i in range(n):
             for k in range(i + 1):
                 x[i, k] = a[t, i, k]
+            x[i, i] += shift[t]
         for k in range(n):
             for m in range(k):
                 for i in range(k, n):
                     x[i, k] -= x[i, m] * x[k, m]
             if x[k, k] <= 0:
-                return False
+                good = False
+                x[k, k] = 1.0
             x[k, k] = np.sqrt(x[k, k])
             y[k, k] = 1 / x[k, k]
             for i in range(k + 1, n):
@@ -100,9 +112,11 @@ def _factor_each(a, c, inv):
                 for m in range(k, i):
                     y[i, k] -= x[i, m] * y[m, k]
                 y[i, k] *= y[i, i]
-        c[t] = x
-        inv[t] = y
-    return True
+        total = 0.0
+        for i in range(n):
+            for k in range(n):
+                total += y[i, k] * y[i, k]
+        c[t], inv[t], pd[t], weight[t] = x, y, good, total
 
 
 @numba.njit(cache=CACHE, error_model="numpy", nogil=True)
@@ -194,16 +208,44 @@ def reference_cholesky_inverse(a):
         return c, np.linalg.inv(c)
 
 
+def shifted_cholesky(a, shift):
+    """(C, C^-1, pd, weight) per matrix of the Hermitian stack ``a`` (g, n, n) plus
+    ``shift`` (g,) times the identity: C lower triangular with C C^H = a + shift I (lower
+    triangle read), whether that matrix is positive definite (C and C^-1 are meaningless
+    where not) and ||C^-1||_F^2. A matrix's result does not depend on the others'.
+
+    >>> a = np.stack([np.eye(2), -np.eye(2)])
+    >>> c, inv, pd, weight = shifted_cholesky(a, np.array([3.0, 0.0]))
+    >>> c[0].tolist(), pd.tolist(), float(weight[0])
+    ([[2.0, 0.0], [0.0, 2.0]], [True, False], 0.5)
+    """
+    g, n, _ = a.shape
+    c, inv = np.empty_like(a), np.empty_like(a)
+    pd, weight = np.empty(g, dtype=bool), np.empty(g)
+    factor = _factor if g >= MIN_STACK else _factor_each
+    args = (np.ascontiguousarray(a), np.ascontiguousarray(shift, dtype=np.float64), c, inv,
+            pd, weight)
+    if a.dtype == np.float64 and compiler.ready_for(factor, args, args[0].flags.writeable):
+        factor(*args)
+        return c, inv, pd, weight
+    # LAPACK (complex matrices, and real ones while the kernel compiles off the thread)
+    eye = np.eye(n)
+    for t in range(g):
+        try:
+            c[t], inv[t] = reference_cholesky_inverse((a[t] + shift[t] * eye)[None])
+            pd[t] = True
+        except np.linalg.LinAlgError:
+            pd[t] = False
+        with np.errstate(over="ignore"):  # a huge inverse weighs inf: not certified
+            weight[t] = (np.abs(inv[t]) ** 2).sum() if pd[t] else np.nan
+    return c, inv, pd, weight
+
+
 def cholesky_inverse(a):
     """(C, C^-1) per matrix of the Hermitian positive definite stack ``a`` (g, n, n), C
-    lower triangular with a = C C^H, like ``np.linalg.cholesky`` (lower triangle read)."""
-    if a.dtype != np.float64:
-        return reference_cholesky_inverse(a)
-    c, inv = np.empty_like(a), np.empty_like(a)
-    factor = _factor if a.shape[0] >= MIN_STACK else _factor_each
-    args = (np.ascontiguousarray(a), c, inv)
-    if not compiler.ready_for(factor, args, args[0].flags.writeable):
-        return reference_cholesky_inverse(a)  # while the kernel compiles off the thread
-    if not factor(*args):
+    lower triangular with a = C C^H, like ``np.linalg.cholesky`` (lower triangle read;
+    it raises ``LinAlgError`` where a matrix is not positive definite)."""
+    c, inv, pd, _ = shifted_cholesky(a, np.zeros(a.shape[0]))
+    if not pd.all():
         raise np.linalg.LinAlgError("Matrix is not positive definite")
     return c, inv

@@ -1,0 +1,100 @@
+"""The tensor-train layer's Numba kernels against the twins that serve while they compile
+(kernels.compiler): the same values, for every dtype and edge a rounding meets."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tenalg.kernels import compiler
+from tenalg.tt.linalg import batched, bondsvd, smallchol
+
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+
+
+@pytest.fixture
+def compiling(monkeypatch):
+    """Every kernel reads as not compiled yet: the twins run."""
+    monkeypatch.setattr(compiler, "ready_for", lambda kernel, args, key: False)
+
+
+def _random(rng, shape, dtype):
+    scales = 10.0 ** rng.integers(-30, 30, size=shape[:1] + (1,) * (len(shape) - 1))
+    x = rng.standard_normal(shape) * scales
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 5), st.sampled_from(DTYPES), st.integers(0, 2**16),
+       st.booleans())
+def test_normalize_kernel_matches_numpy(g, n, dtype, seed, strided):
+    """The same quotients and logs; rows of zeros, infinities and NaN are divided by 1."""
+    rng = np.random.default_rng(seed)
+    x = _random(rng, (g, n, 3, n), dtype)
+    x[0] = 0
+    if g > 2:
+        x[1, 0, 0, 0] = np.inf
+        x[2, -1, -1, -1] = np.nan
+    if strided:
+        x = x.transpose(0, 3, 2, 1)
+    logs = rng.standard_normal(g)
+    y, new = batched.normalize(x, logs)
+    s = batched._max_abs(x)
+    with np.errstate(invalid="ignore"):
+        y0, new0 = x / s.reshape(-1, 1, 1, 1), logs + batched.safe_log(s)
+    if np.dtype(dtype).kind == "c":  # complex division (and modulus) round their own way
+        np.testing.assert_allclose(y, y0, rtol=4 * np.finfo(dtype).eps)
+    else:
+        np.testing.assert_array_equal(y, y0)
+    # log m to m's rounding (complex64 moduli differ in the last bit)
+    np.testing.assert_allclose(new, new0, rtol=1e-15, atol=4 * np.finfo(dtype).eps)
+    assert y.dtype == x.dtype and y.shape == x.shape
+
+
+def test_normalize_twin_serves_while_compiling(compiling):
+    x = np.array([[3.0, -6.0]])
+    y, logs = batched.normalize(x, np.zeros(1))
+    assert y.tolist() == [[0.5, -1.0]] and logs.tolist() == [np.log(6.0)]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_gram_factors_kernel_matches_numpy(monkeypatch, dtype, order):
+    rng = np.random.default_rng(3)
+    v = _random(rng, (5, 6, 6), dtype)
+    if order == "F":  # each matrix column-major, as LAPACK's dsyevd gives it
+        v = np.asfortranarray(v.transpose(0, 2, 1)).transpose(0, 2, 1)
+    s = np.sort(np.abs(rng.standard_normal((5, 6))), axis=1)[:, ::-1].copy()
+    s[1, 2:] = 0  # a zero singular value kept: scaled by 0, not by inf
+    k = np.array([3, 4, 1, 6, 2])
+    scaled, right = bondsvd._factors(s, v, k)
+    monkeypatch.setattr(compiler, "ready_for", lambda kernel, args, key: False)
+    scaled0, right0 = bondsvd._factors(s, v, k)
+    np.testing.assert_array_equal(scaled, scaled0)
+    np.testing.assert_array_equal(right, right0)
+    assert not scaled[2, :, 1:].any() and not right[4, 2:].any()
+
+
+@pytest.mark.parametrize("g", [3, smallchol.MIN_STACK + 2])
+def test_shifted_cholesky_kernel_matches_lapack(compiling, g):
+    """Per matrix: the factors and weights to rounding, the same positive-definite flags; a
+    matrix that is not positive definite spoils none of its neighbours."""
+    rng = np.random.default_rng(g)
+    x = rng.standard_normal((g, 5, 9))
+    a = x @ x.transpose(0, 2, 1)
+    a[1] = -np.eye(5)
+    shift = np.abs(rng.standard_normal(g))
+    shift[1] = 0.5  # -1 + 0.5: still not positive definite
+    twin = smallchol.shifted_cholesky(a, shift)  # LAPACK, one matrix at a time
+    for f in (smallchol._factor, smallchol._factor_each):
+        c, inv = np.empty_like(a), np.empty_like(a)
+        pd, weight = np.empty(g, dtype=bool), np.empty(g)
+        f(a, shift, c, inv, pd, weight)
+        assert pd.tolist() == twin[2].tolist() == [i != 1 for i in range(g)]
+        np.testing.assert_allclose(c[pd], twin[0][pd], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(inv[pd], twin[1][pd], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(weight[pd], twin[3][pd], rtol=1e-10)
+        np.testing.assert_allclose(c[pd] @ c[pd].transpose(0, 2, 1),
+                                   a[pd] + shift[pd, None, None] * np.eye(5), atol=1e-12)
