@@ -1,7 +1,9 @@
 """Dense building blocks of the tensor-train layer: tenalg's contractions and dtype rules.
 
 Every core contraction of :mod:`tenalg.tt` goes through :func:`einsum`, which hands the
-expression to tenalg's own front end, so it runs on tenalg's plans.
+expression to tenalg's own front end, so it runs on tenalg's plans; the two batched
+products of each bond of a rounding sweep, plain matrix products, call
+:func:`tenalg.blas.matmul` directly (:meth:`~tenalg.tt.linalg.batched.Workspace.matmul`).
 
 >>> import numpy as np
 >>> float(einsum("ij,ij->", np.ones((2, 2)), np.ones((2, 2))))

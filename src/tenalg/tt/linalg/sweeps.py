@@ -112,7 +112,9 @@ def truncate(cores, tol, max_rank, gross, factors=None, work=FRESH):
         cores[c] = left.reshape(g, l, n, left.shape[2])
         if factors is not None:
             right = np.matmul(right, factors[c + 1])
-        cores[c + 1] = work.einsum(("truncate", c + 1), "gkb,gbnc->gknc", right, cores[c + 1])
+        _, b, n, r = cores[c + 1].shape
+        cores[c + 1] = work.matmul(("truncate", c + 1), right,
+                                   cores[c + 1].reshape(g, b, n * r)).reshape(g, -1, n, r)
         ranks[:, c + 1] = k
         discarded += tail
     return cores, ranks, nrm, np.sqrt(discarded) / np.where(nrm > 0, nrm, 1)
