@@ -114,10 +114,8 @@ def test_pivoted_cholesky_stops_at_the_rank(n, rank, g, seed, spread):
         eye = np.diag([1.0] * rank + [0.0] * (n - rank))
         np.testing.assert_allclose(f[i] @ a[i] @ f[i].T, eye, atol=1e3 * n * U * spread**2)
         np.testing.assert_allclose(c[i] @ f[i] @ a[i], a[i], atol=1e3 * n * U * spread**2 * scale)
-        # F = L11^-1 P_k^T: row j uses the first j + 1 pivots, each a column of its own
-        used = [set(np.flatnonzero(f[i][j]).tolist()) for j in range(rank)]
-        assert all(len(u) == j + 1 for j, u in enumerate(used))
-        assert all(later >= earlier for earlier, later in zip(used, used[1:], strict=False))
+        # F = L11^-1 P_k^T uses exactly the k pivot rows of A
+        assert (np.abs(f[i]).sum(axis=0) > 0).sum() == rank
 
 
 def test_pivoted_cholesky_edges():
