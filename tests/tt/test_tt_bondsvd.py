@@ -67,15 +67,15 @@ def test_both_paths_run():
     rng = np.random.default_rng(1)
     m = _with_spectrum(rng, SPECTRA, 24, 8, np.float64)
     delta = 1e-8 * np.linalg.norm(m, axis=(1, 2))
-    left, right, k, tail, ok = bondsvd._gram(m, delta, None)
+    left, right, k, tail, ok, _ = bondsvd._gram(m, delta, None)
     # singular values that matter under the noise: LAPACK; an exact rank 4 under a
     # tolerance below the noise: proven by the residual, LAPACK's rank, its weight
     assert ok[0] and not ok[1] and ok[2] and k[2] == 4
     assert tail[2] == pytest.approx(np.linalg.norm(m[2] - left[2] @ right[2]) ** 2, abs=1e-28)
     assert tail[2] < delta[2] ** 2
-    ok = bondsvd._gram(m, 1e-3 * np.linalg.norm(m, axis=(1, 2)), None)[-1]
+    ok = bondsvd._gram(m, 1e-3 * np.linalg.norm(m, axis=(1, 2)), None)[4]
     assert ok[0] and ok[2]  # above the Gram floor a rank-deficient cut is resolved
-    ok = bondsvd._gram(m, 1e-8 * np.linalg.norm(m, axis=(1, 2)), 2)[-1]
+    ok = bondsvd._gram(m, 1e-8 * np.linalg.norm(m, axis=(1, 2)), 2)[4]
     assert ok[0] and not ok[3]  # a cut inside a cluster
 
 
@@ -150,7 +150,16 @@ def test_fast_paths_report_use():
     assert bondsvd.lq(tall)[3] and not bondsvd.lq(tall, gram=False)[3]
     t = rng.standard_normal((2, 32, 4))
     assert bondsvd.truncated_svd(t, np.full(2, 1e-3), None)[4]
-    assert not bondsvd.truncated_svd(t, np.full(2, 0.0), None)[4]
+    # at delta 0 the Gram eigenvalues prove nothing: the SVD of the Cholesky factor serves
+    left, right, k, tail, used = bondsvd.truncated_svd(t, np.full(2, 0.0), None)
+    assert used and k.tolist() == [4, 4]
+    np.testing.assert_allclose(left @ right, t, atol=1e-13)
+    np.testing.assert_allclose(left.transpose(0, 2, 1) @ left, np.eye(4)[None].repeat(2, 0),
+                               atol=1e-13)
+    bad = _with_spectrum(rng, [[1, 1, 1, 1e-9]] * 2, 32, 4, np.float64)  # neither certifies
+    assert not bondsvd.truncated_svd(bad, np.full(2, 0.0), None)[4]
+    square = _with_spectrum(rng, [[1, 1, 1, 1e-9]] * 2, 5, 4, np.float64)  # but try again
+    assert bondsvd.truncated_svd(square, np.full(2, 0.0), None)[4]
 
 
 def test_sweep_tries_cholesky_after_a_tall_last_core(monkeypatch):
@@ -177,7 +186,7 @@ def test_exact_ranks_under_a_fine_tolerance_take_the_gram_path(rows, cols, rank,
     s = np.r_[np.geomspace(1, low, rank), np.zeros(cols - rank)]
     m = _with_spectrum(rng, [s, s], rows, cols, dtype)
     delta = 1e-8 * np.linalg.norm(m, axis=(1, 2))
-    left, right, k, tail, ok = bondsvd._gram(m, delta, None)
+    left, right, k, tail, ok, _ = bondsvd._gram(m, delta, None)
     k0 = bondsvd.reference_svd(m, delta, None)[2]
     assert ok.all() and np.array_equal(k, k0) and np.all(k == rank)
     for i in range(2):
@@ -205,3 +214,50 @@ def test_rank_revealing_paths_agree(monkeypatch, dtype):
         _assert_rank_revealing(l, q, m, 1e-12)
         kept = (np.abs(q).sum(axis=2) > 0).sum(axis=1)
         assert kept.tolist() == [4, 3, 5, 5, 1, 5]  # the zero train went to LAPACK
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(40, 400), r=st.integers(4, 30), cap=st.integers(1, 30),
+       dtype=st.sampled_from([np.float64, np.complex128]), seed=st.integers(0, 2**16))
+def test_dense_spectra_cut_by_the_cholesky_factor_svd(rows, r, cap, dtype, seed):
+    """A cut inside a dense spectrum (the Gram eigenvalues cannot resolve its gap): the SVD
+    of the Cholesky factor gives LAPACK's singular values to eta, its rank where the cut
+    is not within eta of a tie, orthonormal left factors, and a truncation within the
+    discarded weight it reports."""
+    rng = np.random.default_rng(seed)
+    s = np.sort(rng.uniform(0.5, 1.0, r))[::-1]
+    m = _with_spectrum(rng, [s, s[::-1][::-1] * 0.7], rows, r, dtype)
+    cap = min(cap, r)
+    products = np.matmul(m.conj().transpose(0, 2, 1), m)
+    delta = np.full(2, 1e-12)
+    left, right, k, tail, served = bondsvd._qr_svd(m, products, delta, cap)
+    assert served.all() and (k == cap).all()
+    s_ref = np.linalg.svd(m, compute_uv=False)
+    np.testing.assert_allclose(tail, (s_ref[:, cap:] ** 2).sum(axis=1), rtol=1e-7, atol=1e-12)
+    eye = np.eye(cap)
+    np.testing.assert_allclose(left.conj().transpose(0, 2, 1) @ left, eye[None].repeat(2, 0),
+                               atol=1e-7)
+    weight = (np.abs(m - left @ right) ** 2).sum(axis=(1, 2))
+    np.testing.assert_allclose(weight, tail, rtol=1e-6, atol=1e-12)
+
+
+def test_sweep_of_dense_spectra_takes_no_lapack_svd(monkeypatch):
+    """Rounding a random sum capped at the summands' rank: every interior cut is inside a
+    dense spectrum; the Cholesky-factor SVD serves them, LAPACK's SVD none, and the
+    result is LAPACK's rounding to eta (the same ranks and error)."""
+    a, b = (tt.random((24,) * 5, 6, rng=s) for s in (1, 2))
+    x = a + b
+    reference = bondsvd.reference_svd
+    monkeypatch.setattr(bondsvd, "_qr_svd", lambda m, p, d, r: (*reference(m, d, r),
+                                                                np.zeros(len(m), bool)))
+    y_ref = tt.round(x, 1e-10, 6)
+    monkeypatch.undo()
+    calls = []
+    monkeypatch.setattr(bondsvd, "reference_svd",
+                        lambda m, *a: calls.append(m.shape) or reference(m, *a))
+    y = tt.round(x, 1e-10, 6)
+    assert y.ranks == y_ref.ranks == (1, 6, 6, 6, 6, 1)
+    assert calls == []
+    error, error_ref = tt.norm(y - x), tt.norm(y_ref - x)
+    assert error == pytest.approx(error_ref, rel=1e-6)
+    assert tt.norm(y - y_ref) <= 1e-6 * tt.norm(x)

@@ -102,10 +102,12 @@ def lq(m, gram=True):
     formed in single precision), LAPACK's QR F = I and B = Q. Callers that multiply Q
     by a small matrix from the left multiply by F first and skip forming Q. The last
     result says whether a sweep should try the Cholesky path at its next bond: whether
-    it served any train here, or was not tried because M has more rows than columns
-    (the last core of a sum, l > n: 60 x 32 for two trains of rank 30 and n = 32, where
-    giving up made every later bond of a sweep take LAPACK's QR, 2.5x slower in all);
-    ``gram=False`` skips it (a sweep stops trying after a bond where it served none).
+    it served any train here, or M is less than twice as wide as tall (the last core of
+    a sum, l > n: 60 x 32 for two trains of rank 30 and n = 32, where giving up made
+    every later bond of a sweep take LAPACK's QR, 2.5x slower in all; or 120 x 128 for
+    n = 128, r = 60, too ill-conditioned to certify where the interior bonds are not);
+    ``gram=False`` skips it (a sweep stops trying after a wide bond where it served
+    none).
     Where the plain Cholesky factorisation served no train and every train was
     rank-deficient, it is REVEALING: the next bond goes straight to the rank-revealing
     path (every bond of an exact X + X is rank-deficient).
@@ -137,7 +139,7 @@ def lq(m, gram=True):
             return l, f, b, REVEALING if deficient else True
     l, q = reference_lq(m)
     eye = np.broadcast_to(np.eye(q.shape[1], dtype=m.dtype), (g, q.shape[1], q.shape[1]))
-    return l, eye, q, gram and rows > cols
+    return l, eye, q, bool(gram) and cols < 2 * rows
 
 
 def _cholesky(products, trace, err):
@@ -285,12 +287,13 @@ def reference_svd(m, delta, max_rank):
 
 
 def _gram(m, delta, max_rank, work=FRESH, key="left"):
-    """The Gram truncation of every train and the mask of the trains where it is certain
-    (the left factors in ``work``'s buffer ``key``)."""
+    """The Gram truncation of every train, the mask of the trains where it is certain
+    (the left factors in ``work``'s buffer ``key``) and the Gram matrices."""
     g, rows, r = m.shape
     wide = np.result_type(m.dtype, np.float64)
     x = m.astype(wide, copy=False)
-    lam, v = smalleigh.eigh(np.matmul(hermitian(x), x))  # ascending
+    products = np.matmul(hermitian(x), x)
+    lam, v = smalleigh.eigh(products)  # ascending
     p = min(rows, r)
     eta = unit_roundoff(wide) ** ETA_POWER
     d2 = np.asarray(delta, dtype=np.float64) ** 2
@@ -304,7 +307,8 @@ def _gram(m, delta, max_rank, work=FRESH, key="left"):
                            max_rank, k, tail, ok)
     scaled, right = _factors(s, v, k)
     left = np.matmul(x, scaled, out=work.array(key, (g, rows, scaled.shape[2]), wide))
-    return left.astype(m.dtype, copy=False), right.astype(m.dtype, copy=False), k, tail, ok
+    return (left.astype(m.dtype, copy=False), right.astype(m.dtype, copy=False), k, tail, ok,
+            products)
 
 
 def _factors(s, v, k):
@@ -449,27 +453,66 @@ def truncated_svd(m, delta, max_rank, gram=True, work=FRESH, key="left"):
     """Per train of ``m`` (g, rows, r): the rank k kept for tolerance ``delta`` (g,) and
     ``max_rank``, the kept factors left (g, rows, kk) and right (g, kk, r) with left @ right
     the truncation (columns past each train's k are zero), the discarded weight
-    sum of s_i^2 past k, and whether the Gram path served any train (``gram=False``
-    skips it). The Gram path writes the left factors into ``work``'s buffer ``key``."""
+    sum of s_i^2 past k, and whether a Gram-based path served any train or should be tried
+    at the next bond (``gram=False`` skips them). The Gram path writes the left factors
+    into ``work``'s buffer ``key``.
+
+    Trains whose cut the Gram eigenvalues cannot certify (a cut inside a dense spectrum:
+    a random (6, 128, 60) sum capped at rank 60, whose 15360 x 120 unfoldings resolve
+    eigenvalue gaps of 1e-3 tr where theirs are 1e-4) take :func:`_qr_svd`, the SVD of
+    the Cholesky factor of the same Gram matrix, before LAPACK's SVD of the whole
+    unfolding (:func:`reference_svd`)."""
     if not gram or not _certify_ready():
         return (*reference_svd(m, delta, max_rank), False)
-    left, right, k, tail, ok = _gram(m, delta, max_rank, work, key)
+    left, right, k, tail, ok, products = _gram(m, delta, max_rank, work, key)
     if ok.all():
         return left, right, k, tail, True
-    if not ok.any():
-        return (*reference_svd(m, delta, max_rank), False)
-    bad = ~ok
-    l2, r2, k2, t2 = reference_svd(m[bad], np.broadcast_to(delta, k.shape)[bad], max_rank)
-    k[bad], tail[bad] = k2, t2
+    good = np.flatnonzero(ok)
+    parts = [(good, left[good], right[good])]
+    bad = np.flatnonzero(~ok)
+    delta = np.broadcast_to(delta, k.shape)
+    if m.shape[1] >= m.shape[2]:
+        l2, r2, k2, t2, served = _qr_svd(m[bad], products[bad], delta[bad], max_rank)
+        parts.append((bad[served], l2[served], r2[served]))
+        k[bad[served]], tail[bad[served]] = k2[served], t2[served]
+        bad = bad[~served]
+    if len(bad):
+        l3, r3, k[bad], tail[bad] = reference_svd(m[bad], delta[bad], max_rank)
+        parts.append((bad, l3, r3))
+    if len(bad) == len(ok):  # LAPACK served every train: try again only past a square
+        return (*_merged(m, k, parts), tail, m.shape[1] < 2 * m.shape[2])
+    return (*_merged(m, k, parts), tail, True)
+
+
+def _merged(m, k, parts):
+    """(left, right, k) of the stack from ``parts``: (trains, their left, their right)."""
     kk = int(k.max())
-    out_l = np.zeros(m.shape[:2] + (kk,), dtype=m.dtype)
-    out_r = np.zeros((m.shape[0], kk, m.shape[2]), dtype=m.dtype)
-    w = min(left.shape[2], kk)
-    out_l[ok, :, :w] = left[ok, :, :w]
-    out_r[ok, :w] = right[ok, :w]
-    out_l[bad, :, : l2.shape[2]] = l2
-    out_r[bad, : r2.shape[1]] = r2
-    return out_l, out_r, k, tail, True
+    left = np.zeros(m.shape[:2] + (kk,), dtype=m.dtype)
+    right = np.zeros((m.shape[0], kk, m.shape[2]), dtype=m.dtype)
+    for trains, l, r in parts:
+        w = min(l.shape[2], kk)
+        left[trains, :, :w] = l[:, :, :w]
+        right[trains, :w] = r[:, :w]
+    return left, right, k
+
+
+def _qr_svd(m, products, delta, max_rank):
+    """The truncation of each tall M (rows >= r) from its Gram matrix M^H M (``products``,
+    in double precision): Cholesky R^H R = M^H M + shift (:func:`_cholesky`), so M = Q R
+    with Q = M R^-1 orthonormal to eta where certified; then LAPACK's SVD of the small R =
+    U S V^H: left = M (R^-1 U_k), right = S_k V_k^H. Q's orthogonality error eta changes
+    each singular value by a factor within 1 +- eta (as the LQ's, see :func:`lq`), so the
+    rank and tail are LAPACK's to that accuracy. Returns (left, right, k, tail, served)."""
+    trace = np.trace(products, axis1=1, axis2=2).real
+    rows, r = m.shape[1], m.shape[2]
+    err = SAFETY * (rows + r) * unit_roundoff(products.dtype) * trace
+    c, inv, served = _cholesky(products, trace, err)
+    with lapack_threads(c):
+        u, s, vh = np.linalg.svd(hermitian(c))  # R = C^H
+    k, tail = keep_ranks(s, delta, max_rank)
+    cut_u, right = _cut(u, s, vh, k)
+    left = np.matmul(m.astype(products.dtype, copy=False), np.matmul(hermitian(inv), cut_u))
+    return left.astype(m.dtype, copy=False), right.astype(m.dtype, copy=False), k, tail, served
 
 
 # what _gram passes: eigenvalues (g, r), squared tolerances (g,), two floats, p and the cap
