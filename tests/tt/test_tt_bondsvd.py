@@ -261,3 +261,24 @@ def test_sweep_of_dense_spectra_takes_no_lapack_svd(monkeypatch):
     error, error_ref = tt.norm(y - x), tt.norm(y_ref - x)
     assert error == pytest.approx(error_ref, rel=1e-6)
     assert tt.norm(y - y_ref) <= 1e-6 * tt.norm(x)
+
+
+def test_second_cholesky_pass_certifies_wide_unfoldings(monkeypatch):
+    """A well-conditioned 100 x 6000 unfolding: the a-priori bound of the first Cholesky
+    pass cannot certify it (k^2 (k + n) u > eta), the second pass does; an
+    ill-conditioned one (cond 1e7) is certified by neither and takes LAPACK's QR."""
+    rng = np.random.default_rng(11)
+    m = rng.standard_normal((2, 100, 6000))
+    m[1] = _with_spectrum(rng, [np.geomspace(1, 1e-7, 100)], 100, 6000, np.float64)[0]
+    second, lapack = [], []
+    second_pass, reference = bondsvd._second_pass, bondsvd.reference_lq
+    monkeypatch.setattr(bondsvd, "_second_pass",
+                        lambda x, c, i: second.append(len(x)) or second_pass(x, c, i))
+    monkeypatch.setattr(bondsvd, "reference_lq", lambda x: lapack.append(len(x)) or reference(x))
+    l, f, b, used = bondsvd.lq(m)
+    q = f @ b
+    assert second == [2] and lapack == [1] and used
+    np.testing.assert_allclose(q[0] @ q[0].T, np.eye(100), atol=1e-13)
+    np.testing.assert_allclose(l @ q, m, atol=1e-12)
+    np.testing.assert_array_equal(f[1], np.eye(100))  # LAPACK's Q itself
+    assert np.allclose(np.tril(l[0]), l[0])  # C1 C2 is lower triangular
