@@ -24,6 +24,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from ..errors import ExtentError
+from . import threads
 from .planner import plan_chunks
 
 
@@ -108,7 +109,7 @@ def blockwise(kernel, arrays, labels, out_labels, dtype, *, combine=np.add, memo
                                  zip(labs, _broadcast(a, labs, extents), strict=True)])
                       for a, labs in zip(arrays, labels, strict=True)]
             key = (f"{out_name}-part", *oidx, *sidx) if summed else (out_name, *oidx)
-            graph[key] = (kernel, *blocks)
+            graph[key] = (threads.run, kernel, *blocks)
             keys.append(key)
         if summed:
             graph.update(_tree(keys, combine, (out_name, *oidx), split_every))

@@ -30,7 +30,7 @@ import numpy as np
 from .. import tt
 from ..errors import OperationError
 from ..tt.train import LazySum
-from . import measure, stencil  # measure: registers the byte sizes of trains on workers
+from . import measure, stencil, threads  # measure: registers the byte sizes of trains on workers
 from .futures import first_failure
 
 _ = measure
@@ -148,7 +148,7 @@ class DistributedPack:
         """Each worker builds its own trains ``make(var, block)`` (nothing is sent but
         the function)."""
         mesh, tiles, workers = cls._layout(client, nblocks, mesh, workers)
-        parts = [client.submit(_generate, make, nvars, tile, workers=[w],
+        parts = [client.submit(threads.run, _generate, make, nvars, tile, workers=[w],
                                allow_other_workers=True)
                  for tile, w in zip(tiles, workers, strict=True)]
         return cls(client, parts, tiles, workers, nvars, mesh)
@@ -164,8 +164,8 @@ class DistributedPack:
         """One task per tile: fn(tile arguments..., *extra) on the tile's worker."""
         homes = self._homes()
         self.workers = homes
-        futures = [self.client.submit(fn, *args, *extra, workers=[w], allow_other_workers=True,
-                                      pure=False)
+        futures = [self.client.submit(threads.run, fn, *args, *extra, workers=[w],
+                                      allow_other_workers=True, pure=False)
                    for w, *args in zip(homes, *per_tile, strict=True)]
         self.last_tasks = len(futures)
         return futures
@@ -276,8 +276,8 @@ class DistributedPack:
             tasks += len(futures)
             ghost_blocks.append(blocks)
             ghost_parts.append(futures)
-        both = [self.client.submit(_stencil, p, tile, self.mesh, coefficient, eps, max_rank,
-                                   method, blocks, *futures, workers=[w],
+        both = [self.client.submit(threads.run, _stencil, p, tile, self.mesh, coefficient, eps,
+                                   max_rank, method, blocks, *futures, workers=[w],
                                    allow_other_workers=True, pure=False)
                 for p, tile, w, blocks, futures in zip(self.parts, self.tiles, homes,
                                                        ghost_blocks, ghost_parts, strict=True)]

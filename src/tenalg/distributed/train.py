@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import tt
 from ..errors import OperationError
+from . import threads
 from .futures import first_failure
 
 
@@ -158,7 +159,7 @@ class DistributedTrain:
 
     def _on(self, p, fn, *args):
         self.last_tasks += 1
-        return self.client.submit(fn, *args, workers=[self.workers[p]],
+        return self.client.submit(threads.run, fn, *args, workers=[self.workers[p]],
                                   allow_other_workers=True, pure=False)
 
     def _tsqr(self, slices, horizontal):
