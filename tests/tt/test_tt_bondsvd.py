@@ -284,3 +284,20 @@ def test_second_cholesky_pass_certifies_wide_unfoldings(monkeypatch):
     np.testing.assert_allclose(l @ q, m, atol=1e-12)
     np.testing.assert_array_equal(f[1], np.eye(100))  # LAPACK's Q itself
     assert np.allclose(np.tril(l[0]), l[0])  # C1 C2 is lower triangular
+
+
+def test_near_redundant_sums_stay_off_lapack_qr(monkeypatch):
+    """a + (a + 1e-2 c): every interior bond is rank-deficient with components between
+    the Gram matrix's noise and err / eta; the pivoted LQ is factored again down to the
+    noise and certified by the second pass instead of LAPACK's QR, with LAPACK's ranks
+    and an error within eps."""
+    a = tt.random((48,) * 4, 12, rng=1)
+    c = tt.random((48,) * 4, 2, rng=2)
+    x = a + (a + (1e-2 * tt.norm(a) / tt.norm(c)) * c)
+    calls = []
+    reference = bondsvd.reference_lq
+    monkeypatch.setattr(bondsvd, "reference_lq", lambda m: calls.append(m.shape) or reference(m))
+    y = tt.round(x, 1e-3)
+    assert calls == []
+    assert y.ranks == (1, 14, 14, 14, 1)
+    assert tt.norm(y - x) <= 1e-3 * tt.norm(x)
