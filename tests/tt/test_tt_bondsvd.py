@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from tt_helpers import DTYPES, tol
 
 from tenalg import tt
-from tenalg.tt.linalg import bondsvd
+from tenalg.tt.linalg import bondsvd, cholqr
 
 
 def _unitary(rng, n, k, dtype):
@@ -104,7 +104,7 @@ def test_lq_hypothesis(g, rows, cols, dtype, seed, deficient):
 
 def _assert_rank_revealing(l, q, m, atol):
     """Rows of Q orthonormal, or zero together with L's column where a rank-revealing LQ
-    dropped them (:func:`bondsvd._rank_revealing`), never fewer than M's rank."""
+    dropped them (:func:`cholqr.rank_revealing`), never fewer than M's rank."""
     k = q.shape[1]
     gram = q @ q.conj().transpose(0, 2, 1)
     kept = np.abs(np.diagonal(gram, axis1=1, axis2=2)) > 0.5
@@ -206,7 +206,7 @@ def test_rank_revealing_paths_agree(monkeypatch, dtype):
     m[3] = 0
     m[4, 1:] = m[4, :1]
     results = [bondsvd.lq(m)]
-    monkeypatch.setattr(bondsvd.smallchol, "pivoted_cholesky", lambda a, tol: None)
+    monkeypatch.setattr(cholqr.smallchol, "pivoted_cholesky", lambda a, tol: None)
     results.append(bondsvd.lq(m))
     for l, f, b, _ in results:
         q = f @ b
@@ -272,8 +272,8 @@ def test_second_cholesky_pass_certifies_wide_unfoldings(monkeypatch):
     m = rng.standard_normal((2, 100, 6000))
     m[1] = _with_spectrum(rng, [np.geomspace(1, 1e-7, 100)], 100, 6000, np.float64)[0]
     second, lapack = [], []
-    second_pass, reference = bondsvd._second_pass, bondsvd.reference_lq
-    monkeypatch.setattr(bondsvd, "_second_pass",
+    second_pass, reference = cholqr.second_pass, bondsvd.reference_lq
+    monkeypatch.setattr(cholqr, "second_pass",
                         lambda x, c, i: second.append(len(x)) or second_pass(x, c, i))
     monkeypatch.setattr(bondsvd, "reference_lq", lambda x: lapack.append(len(x)) or reference(x))
     l, f, b, used = bondsvd.lq(m)

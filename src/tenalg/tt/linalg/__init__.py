@@ -13,6 +13,8 @@ nothing here imports them.
 - :mod:`~tenalg.tt.linalg.householder`, :mod:`~tenalg.tt.linalg.smallchol`,
   :mod:`~tenalg.tt.linalg.smalleigh`: QR by compact-WY LAPACK, batched Cholesky with its
   inverse, batched Jacobi eigh (Numba, the matrix index fastest).
+- :mod:`~tenalg.tt.linalg.cholqr`: certified Cholesky QR of a stack (a second pass,
+  CholeskyQR2, and a rank-revealing pivoted variant).
 - :mod:`~tenalg.tt.linalg.bondsvd`: one bond's LQ and truncated SVD for a stack, through
   the Gram matrix where a rounding-error bound proves it, else LAPACK.
 - :mod:`~tenalg.tt.linalg.sweeps`: the rounding sweeps (SVD, Gram, randomised) on stacks.
