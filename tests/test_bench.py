@@ -94,6 +94,11 @@ def test_select_by_quick_group_and_name():
     assert [w.name for w in registry.select(ws, only="-8")] == ["sum-8", "sum-80", "tt-8"]
     assert registry.select(ws, only="nothing") == []
     assert [w.name for w in registry.select(ws, quick=True, only="sum-80")] == ["sum-80"]
+    # the distributed rows start clusters: in --quick only when --group asks for them
+    ws.append(fake("dist-8", group="distributed", quick=True))
+    assert [w.name for w in registry.select(ws, quick=True)] == ["sum-8", "tt-8"]
+    assert [w.name for w in registry.select(ws, quick=True, group="distributed")] == ["dist-8"]
+    assert "dist-8" in [w.name for w in registry.select(ws)]
 
 
 # -- timing ------------------------------------------------------------------------------
