@@ -235,3 +235,16 @@ def test_random_expressions_every_dtype(case, data):
         np.testing.assert_array_equal(out, expected)
     else:
         _same(einsum(expr, *arrays, optimize=optimize), expected)
+
+
+@pytest.mark.parametrize("optimize", [False, True, "greedy", "optimal"])
+@pytest.mark.parametrize("dtype", [np.int8, np.float64, np.complex64, object])
+def test_full_reductions_are_scalars_or_arrays_as_numpy_returns_them(optimize, dtype):
+    """np.einsum returns a full reduction as a NumPy scalar, except after a path whose last
+    pairwise step is a matrix product (NumPy 2's bmm_einsum): then a 0-d array."""
+    x, y, z = (np.arange(1, n + 1).astype(dtype) for n in (3, 4, 0))
+    s, m = np.array(2).astype(dtype), np.ones((3, 3), dtype)
+    for expr, ops in [("a,a", (x, x)), ("a,b", (x, y)), (",", (s, s)), ("", (s,)),
+                      ("ii", (m,)), ("ij,jk,ki", (m, m, m)), ("ij,j", (m, x)),
+                      ("a,a,", (x, x, s)), ("a,a", (z, z))]:
+        _same(einsum(expr, *ops, optimize=optimize), np.einsum(expr, *ops, optimize=optimize))

@@ -41,6 +41,7 @@ from .einsum_numpy import (
     check_out_cast,
     exact_integers,
     f_contiguous,
+    full_reduction_is_scalar,
     kernel_reason,
     mode_extents,
     numpy_dtype,
@@ -539,7 +540,8 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
            compute_dtype=None):
     """np.einsum's drop-in (``einsum(subscripts, *operands, ...)``), through a cached plan.
 
-    NumPy's signature, results, result types (a full reduction is a NumPy scalar), views
+    NumPy's signature, results, result types (a full reduction is a NumPy scalar, or a 0-d
+    array where ``optimize`` asks NumPy for a path of several operands), views
     and casting rules, for every dtype NumPy takes: float and complex data run on tenalg's
     kernels, other dtypes on NumPy's own einsum (see ``einsum_plan(...).explain()``).
     Beyond NumPy: any number of labels, ``compute_dtype=``, optimize="auto".
@@ -579,6 +581,9 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
     if out is not None:
         return plan._into(arrays, out)
     result = plan._run(arrays, None)
-    if type(result) is np.ndarray and not result.ndim:
-        return result[()]  # NumPy's einsum returns a full reduction as a NumPy scalar
+    if type(result) is np.ndarray and not result.ndim and (
+            (isinstance(optimize, str) and optimize == "auto")
+            or full_reduction_is_scalar(subscripts, tuple(x.shape for x in arrays),
+                                        optimize)):
+        return result[()]  # as NumPy's einsum returns it (a 0-d array after some paths)
     return result
