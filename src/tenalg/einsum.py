@@ -292,6 +292,12 @@ class EinsumPlan:
         if order == "A":
             order = "F" if f_contiguous((s, b, d.itemsize) for s, b, d in layouts) else "C"
         self.order, self.optimize = order, optimize
+        # a full reduction comes back as np.einsum returns it: a NumPy scalar with its
+        # default call (tenalg's "auto"), and after some of its paths a 0-d array
+        self.scalar = not self.out_modes and (
+            (isinstance(optimize, str) and optimize == "auto")
+            or full_reduction_is_scalar(numpy_expression(self.modes, self.out_modes),
+                                        tuple(x for x, _, _ in layouts), optimize))
         self._plan_order = "K" if order == "F" else order  # "F" allocates its own output
         reason = kernel_reason(dtypes, dtype)
         if reason is None:
@@ -581,9 +587,6 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
     if out is not None:
         return plan._into(arrays, out)
     result = plan._run(arrays, None)
-    if type(result) is np.ndarray and not result.ndim and (
-            (isinstance(optimize, str) and optimize == "auto")
-            or full_reduction_is_scalar(subscripts, tuple(x.shape for x in arrays),
-                                        optimize)):
-        return result[()]  # as NumPy's einsum returns it (a 0-d array after some paths)
+    if plan.scalar and type(result) is np.ndarray:
+        return result[()]  # NumPy's einsum returns this full reduction as a NumPy scalar
     return result

@@ -260,30 +260,31 @@ def exact_integers(fallback, run_float, dtypes, dtype, out_modes, extents):
     return ExactIntegers(fallback, run_float, summed, np.result_type(*dtypes))
 
 
-def full_reduction_is_scalar(subscripts, shapes, optimize):
-    """Whether ``np.einsum(subscripts, ...)`` on operands of ``shapes`` returns its full
+def full_reduction_is_scalar(expression, shapes, optimize):
+    """Whether ``np.einsum(expression, ...)`` on operands of ``shapes`` returns its full
     reduction as a NumPy scalar rather than a 0-d array: always with optimize=False (one
     C call) and for one operand; with a path, as its last pairwise step does (a matrix
     product over shared labels returns an array, a plain product of two reduced terms a
-    scalar: NumPy 2's ``bmm_einsum``).
+    scalar: NumPy 2's ``bmm_einsum``). An expression NumPy cannot take (None: more than
+    52 labels) is a scalar, as tenalg's default call returns it.
 
-    >>> full_reduction_is_scalar("a,a", ((3,), (3,)), "greedy")
+    >>> full_reduction_is_scalar("a,a->", ((3,), (3,)), "greedy")
     False
-    >>> full_reduction_is_scalar("a,b", ((3,), (4,)), "greedy")
+    >>> full_reduction_is_scalar("a,b->", ((3,), (4,)), "greedy")
     True
     """
-    if optimize is False or len(shapes) == 1:
+    if optimize is False or len(shapes) == 1 or expression is None:
         return True
-    return _last_step_is_scalar(subscripts, shapes, optimize if isinstance(optimize, bool | str)
+    return _last_step_is_scalar(expression, shapes, optimize if isinstance(optimize, bool | str)
                                 else tuple(tuple(x) if isinstance(x, list | tuple) else x
                                            for x in optimize))
 
 
 @functools.lru_cache(maxsize=256)
-def _last_step_is_scalar(subscripts, shapes, optimize):
+def _last_step_is_scalar(expression, shapes, optimize):
     stand_ins = [np.lib.stride_tricks.as_strided(np.zeros(1), s, (0,) * len(s)) for s in shapes]
     path = list(optimize) if isinstance(optimize, tuple) else optimize
-    _, steps = np.einsum_path(subscripts, *stand_ins, optimize=path, einsum_call=True)
+    _, steps = np.einsum_path(expression, *stand_ins, optimize=path, einsum_call=True)
     last = next(x for x in steps[-1] if isinstance(x, str) and "->" in x)
     terms = last.split("->")[0].split(",")
     return len(terms) != 2 or not set(terms[0]) & set(terms[1])

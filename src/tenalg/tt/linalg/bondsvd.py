@@ -124,30 +124,28 @@ def lq(m, gram=True):
         plain = np.zeros(g, dtype=bool)
         if gram != REVEALING:
             c, inv, plain = certified_cholesky(products, trace, err, x)
-        ok = plain
+        ok, width = plain, rows
         if not ok.all():
-            c, inv, ok = rank_revealing(x, products, err, c, inv, ok)
+            c, inv, ok, ranks = rank_revealing(x, products, err, c, inv, ok)
+            width = int(ranks.max()) if ok.all() else rows
         if ok.any():
-            l, f, b = _finish(m, c, inv, ok, narrow=not plain.all())
-            deficient = not plain.any() and l.shape[2] < rows
+            l, f, b = _finish(m, c, inv, ok, width)
+            deficient = not plain.any() and width < rows
             return l, f, b, REVEALING if deficient else True
     l, q = reference_lq(m)
     eye = np.broadcast_to(np.eye(q.shape[1], dtype=m.dtype), (g, q.shape[1], q.shape[1]))
     return l, eye, q, bool(gram) and cols < 2 * rows
 
 
-def _finish(m, c, inv, ok, narrow):
+def _finish(m, c, inv, ok, width):
     """(L, F, B) of :func:`lq` from the Cholesky factors, LAPACK's QR where not ``ok``.
 
-    With ``narrow`` (the rank-revealing path,
-    :func:`~tenalg.tt.linalg.cholqr.rank_revealing`, served some
-    trains), columns of L that are zero in every train are dropped with their rows of F
-    (or B), so the next bond and the truncation sweep work on the ranks found: 512
-    packed X + X (rank 8 -> 16) then decompose 8 x 8 Gram matrices, not 16 x 16 ones of
-    rank 8."""
-    if narrow and ok.all():
-        width = _width(c)
-        c, inv = c[:, :, :width], inv[:, :width]
+    Only the first ``width`` columns of L are kept, with their rows of F (or B): the
+    largest rank of the stack that the rank-revealing path
+    (:func:`~tenalg.tt.linalg.cholqr.rank_revealing`) found, past which every L is zero,
+    so the next bond and the truncation sweep work on those ranks: 512 packed X + X
+    (rank 8 -> 16) then decompose 8 x 8 Gram matrices, not 16 x 16 ones of rank 8."""
+    c, inv = c[:, :, :width], inv[:, :width]
     l = c.astype(m.dtype, copy=False)
     if m.dtype == inv.dtype:
         f, b = inv, (m if ok.all() else m.copy())
@@ -160,13 +158,6 @@ def _finish(m, c, inv, ok, narrow):
         l[bad], b[bad] = reference_lq(m[bad])
         f[bad] = np.eye(m.shape[1])
     return l, f, b
-
-
-def _width(c):
-    """1 + the last column of the stack ``c`` (g, rows, rows) nonzero in some matrix (at
-    least 1)."""
-    used = np.flatnonzero(np.any(c != 0, axis=(0, 1)))
-    return int(used[-1]) + 1 if used.size else 1
 
 
 def reference_svd(m, delta, max_rank):

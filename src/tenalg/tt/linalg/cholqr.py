@@ -102,28 +102,30 @@ def rank_revealing(x, products, err, c, inv, ok):
     ||M||_F): dropping it changes M no more than LAPACK's QR would. By pivoted Cholesky
     (:func:`_pivoted_lq`), else (complex data, or while its kernel compiles) by the
     eigendecomposition (:func:`_eigh_lq`). Fills ``c``, ``inv`` and ``ok`` (fresh where
-    None) for those trains; the stack stays batched instead of one LAPACK QR per matrix
-    (issue 31: 512 packed X + X spent a third of their rounding there). L is not
-    triangular: :func:`~tenalg.tt.linalg.batched.times_lower` checks."""
-    g = x.shape[0]
+    None) for those trains, and returns them with each train's rank (rows for the
+    others); the stack stays batched instead of one LAPACK QR per matrix (issue 31: 512
+    packed X + X spent a third of their rounding there). L is not triangular:
+    :func:`~tenalg.tt.linalg.batched.times_lower` checks."""
+    g, rows, _ = x.shape
+    ranks = np.full(g, rows)
     todo = np.flatnonzero(~ok)
     every = len(todo) == g  # (exact X + X: every train) no copies of the stack
     xs, gram, e = (x, products, err) if every else (x[todo], products[todo], err[todo])
     found = _pivoted_lq(xs, gram, e) if x.dtype == np.float64 else None
-    l, f, good = _eigh_lq(xs, gram, e) if found is None else found
+    l, f, good, k = _eigh_lq(xs, gram, e) if found is None else found
     if not good.any():
-        return c, inv, ok
+        return c, inv, ok, ranks
     if c is None:
         c, inv = np.zeros(products.shape, x.dtype), np.zeros(products.shape, x.dtype)
     rows_ = todo[good]
-    c[rows_], inv[rows_] = l[good], f[good]
+    c[rows_], inv[rows_], ranks[rows_] = l[good], f[good], k[good]
     ok = ok.copy()
     ok[rows_] = True
-    return c, inv, ok
+    return c, inv, ok, ranks
 
 
 def _pivoted_lq(x, products, err):
-    """(L, F, good) of :func:`rank_revealing` by pivoted Cholesky of M M^H, stopped at
+    """(L, F, good, k) of :func:`rank_revealing` by pivoted Cholesky of M M^H, stopped at
     pivots below err / eta (:func:`~tenalg.tt.linalg.smallchol.pivoted_cholesky`: a
     16 x 16 Gram matrix of rank 8 in about a microsecond, where Jacobi's eigh took 20);
     F M is orthonormal to ``err`` ||F||_F^2 as on the Cholesky path. Trains whose
@@ -148,8 +150,8 @@ def _pivoted_lq(x, products, err):
             l2[again], f2[again], ok2[again] = second_pass(x[redo[again]], l2[again],
                                                             f2[again])
         ok2 &= _negligible(_residual(x[redo], l2, f2), x[redo])
-        l[redo[ok2]], f[redo[ok2]], good[redo[ok2]] = l2[ok2], f2[ok2], True
-    return l, f, good
+        l[redo[ok2]], f[redo[ok2]], k[redo[ok2]], good[redo[ok2]] = l2[ok2], f2[ok2], k2[ok2], True
+    return l, f, good, k
 
 
 def _residual(x, l, f):
@@ -158,7 +160,7 @@ def _residual(x, l, f):
 
 
 def _eigh_lq(x, products, err):
-    """(L, F, good) of :func:`rank_revealing` from M M^H = V Lambda V^H: L = V_k
+    """(L, F, good, k) of :func:`rank_revealing` from M M^H = V Lambda V^H: L = V_k
     Lambda_k^(1/2) and F = Lambda_k^(-1/2) V_k^H (zero past k) for the k eigenvalues
     above err / eta, with the eigensolver's error added to ``err``; the residual is
     V_rest^H M."""
@@ -177,7 +179,7 @@ def _eigh_lq(x, products, err):
     root = np.sqrt(np.where(keep, lam, 1))
     return (vk * np.where(keep, root, 0)[:, None, :],
             hermitian(vk) * np.where(keep, 1 / root, 0)[:, :, None],
-            keep.any(axis=1) & _negligible(np.matmul(hermitian(rest), x), x))
+            keep.any(axis=1) & _negligible(np.matmul(hermitian(rest), x), x), keep.sum(axis=1))
 
 
 def _negligible(residual, x):
