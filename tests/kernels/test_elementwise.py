@@ -56,6 +56,33 @@ def test_elementwise_matches_reference(data, shape, dtypes, n, op_ab, op_abc, un
     assert_same(out, want, exact=exact, scale=scale)
 
 
+@SETTINGS
+@given(st.data(), shapes, st.sampled_from([F32, F64, C128]), st.integers(2, 3),
+       st.sampled_from([Binary.ADD, Binary.MUL]), st.sampled_from([Binary.ADD, Binary.MUL]),
+       st.lists(st.sampled_from([Unary.IDENTITY, Unary.NEGATE, Unary.ABS]), min_size=3,
+                max_size=3),
+       st.sampled_from([(1, 1, 1), (2, -3, 0.5), (1, 0.5, 1), (-1, 1, 2)]),
+       st.sampled_from([None, 0, 1, 2]))
+def test_reference_elementwise_into_out_equals_its_formula(data, shape, dtype, n, op_ab,
+                                                             op_abc, unaries, scalars, alias):
+    """The reference sums or multiplies term by term into out where out overlaps no input;
+    that gives the formula's values exactly, and an out that is an input gives them too."""
+    inputs = [data.draw(strided(shape, dtype, output=True)) for _ in range(n)]
+    inputs[-1][...] = np.where(np.arange(inputs[-1].size).reshape(shape) % 3 == 0, np.inf,
+                               inputs[-1]) if inputs[-1].size else inputs[-1]
+    kw = dict(unaries=tuple(unaries[:n]), op_ab=op_ab, op_abc=op_abc, scalars=scalars[:n],
+              compute=dtype)
+    with np.errstate(all="ignore"):  # inf * 0 and inf - inf: NaN wanted
+        terms = [reference.scale(reference.load(x, u, dtype), s, dtype)
+                 for x, u, s in zip(inputs, unaries, scalars, strict=False)]
+        want = reference.BINARY[op_ab](terms[0], terms[1])
+        if n == 3:
+            want = reference.BINARY[op_abc](want, terms[2])
+    out = np.full(shape, np.nan, dtype) if alias is None or alias >= n else inputs[alias]
+    reference.elementwise(out, tuple(inputs), **kw)
+    assert_same(out, np.asarray(want, dtype))
+
+
 def test_elementwise_min_max_nan_and_signed_zero():
     a = np.array([np.nan, 1.0, 0.0, -0.0, 2.0, -np.inf])
     b = np.array([1.0, np.nan, -0.0, 0.0, np.inf, 3.0])

@@ -54,6 +54,7 @@ def maximum(a, b):
 
 
 BINARY = {Binary.ADD: np.add, Binary.MUL: np.multiply, Binary.MIN: minimum, Binary.MAX: maximum}
+_UFUNCS = {Binary.ADD: np.add, Binary.MUL: np.multiply}  # the ops that write into an out=
 
 
 def load(x, unary, compute):
@@ -110,7 +111,12 @@ def reduce(out, a, *, op, alpha, beta, c, unary_a, unary_c, compute):
 
 def elementwise(out, inputs, *, unaries, op_ab, op_abc, scalars, compute):
     """out = op_abc(op_ab(alpha ua(a), beta ub(b)), gamma uc(c)) (binary: without c)."""
+    ops = (op_ab,) if len(inputs) == 2 else (op_ab, op_abc)
     with np.errstate(all="ignore"):
+        if (out.dtype == compute and all(op in _UFUNCS for op in ops)
+                and not any(np.may_share_memory(out, x) for x in inputs)):
+            _accumulate(out, inputs, unaries, scalars, ops, compute)
+            return
         terms = [
             scale(load(x, u, compute), s, compute)
             for x, u, s in zip(inputs, unaries, scalars, strict=True)
@@ -119,3 +125,23 @@ def elementwise(out, inputs, *, unaries, op_ab, op_abc, scalars, compute):
         if len(terms) == 3:
             value = BINARY[op_abc](value, terms[2])
     store(out, value)
+
+
+def _accumulate(out, inputs, unaries, scalars, ops, compute):
+    """:func:`elementwise` term by term into ``out`` (of the compute type, apart from the
+    inputs), the ops sums or products: fresh temporaries' page faults were most of a
+    first (64,)^3 trinary, 6.9 ms (NumPy's 2x + 3y + z: 1.9 ms)."""
+    scratch = None
+    for k, (x, u, s) in enumerate(zip(inputs, unaries, scalars, strict=True)):
+        y = load(x, u, compute)
+        if s != 1:
+            if k == 0 or (y is not x and type(y) is np.ndarray):  # a copy of x: ours
+                target = out if k == 0 else y
+            else:
+                scratch = np.empty(out.shape, compute) if scratch is None else scratch
+                target = scratch
+            y = np.multiply(np.asarray(s, compute), y, out=target)
+        if k == 0 and y is not out:
+            np.copyto(out, y)
+        elif k > 0:
+            _UFUNCS[ops[k - 1]](out, y, out=out)
