@@ -58,7 +58,7 @@ def allocator(descriptor):
         return lambda: np.empty(extents, dtype)
     order = sorted(range(len(extents)), key=lambda ax: -abs(strides[ax]))
     dense_shape = tuple(extents[ax] for ax in order)
-    axes = tuple(int(ax) for ax in np.argsort(order))
+    axes = tuple(sorted(range(len(order)), key=order.__getitem__))  # order's inverse
     probe = np.empty(dense_shape, dtype).transpose(axes)
     if strides_match(probe.strides, byte_strides(descriptor), extents):
         if axes == tuple(range(len(axes))):

@@ -1,7 +1,7 @@
 """The Python side shared by the kernels' argument preparation: 1-D views of the memory an
 array spans (:func:`_memory`), layouts and their geometry, scalars in the compute type,
-and :class:`_Call`, one prepared kernel call that a plan keeps and reruns (and whose
-:meth:`_Call.signature` :mod:`tenalg.kernels.compiler` compiles it for).
+and :class:`_Call`, one prepared kernel call that a plan keeps and reruns (and for whose
+:meth:`_Call.arguments` :mod:`tenalg.kernels.compiler` compiles it).
 
 >>> import numpy as np
 >>> _geometry((2, 3), (-24, 8), np.dtype(np.float64))
@@ -138,12 +138,6 @@ class _Call(NamedTuple):
             values = tuple(values) + (1,) * (self.scalars - len(values))
         return (self.shape, self.offs, *self.static, _scalars(values, self.compute),
                 *[flats[k] for k in self.sources])
-
-    def signature(self, arrays, values=()):
-        """The Numba types of the kernel's arguments, as its dispatcher reads them: what it
-        must be compiled for before it runs on ``arrays`` (:mod:`tenalg.backends.compiler`
-        compiles it off the calling thread)."""
-        return tuple(map(self.kernel.typeof_pyval, self.arguments(arrays, values)))
 
     def rebased(self, arrays):
         """This call on ``arrays`` themselves rather than on the views made from them
