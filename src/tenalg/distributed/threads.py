@@ -15,16 +15,20 @@ thread count, as ``docs/distributed.md`` shows.
 
 import numba
 
+from . import heap
+
 
 def run(fn, *args):
-    """``fn(*args)`` within the calling worker's threads (outside a worker, as it is)."""
+    """``fn(*args)`` within the calling worker's threads, its temporaries kept in the heap
+    (:func:`tenalg.distributed.heap.kept`); outside a worker, as it is."""
     threads = worker_threads()
     if threads is None:
         return fn(*args)
     before = numba.get_num_threads()
     numba.set_num_threads(min(before, threads))
     try:
-        return fn(*args)
+        with heap.kept():
+            return fn(*args)
     finally:
         numba.set_num_threads(before)
 
