@@ -216,17 +216,18 @@ class DistributedPack:
 
     def round_(self, eps=0.0, max_rank=None, method="svd"):
         """Round every train in place to its own ranks; grid[var][block] of infos."""
-        both = self._finished(self._submit(_round, self.parts, extra=(eps, max_rank, method)),
-                              "round_")
+        both = self._submit(_round, self.parts, extra=(eps, max_rank, method))
         return self._commit_with_infos(both, "round_")
 
     def _commit_with_infos(self, both, what):
+        """Split each tile's (pack, infos) result on its worker, wait for all (submitted
+        together: one round trip), swap in the packs and return the infos' grid."""
         homes = self.workers
         parts = [self.client.submit(_first, f, workers=[w], allow_other_workers=True)
                  for f, w in zip(both, homes, strict=True)]
         infos = [self.client.submit(_second, f, workers=[w], allow_other_workers=True)
                  for f, w in zip(both, homes, strict=True)]
-        self._finished(parts + infos, what)
+        self._finished(both + parts + infos, what)
         out = [[None] * self.nblocks for _ in range(self.nvars)]
         for tile, grid in zip(self.tiles, self.client.gather(infos), strict=True):
             for v in range(self.nvars):
@@ -281,7 +282,6 @@ class DistributedPack:
                                    allow_other_workers=True, pure=False)
                 for p, tile, w, blocks, futures in zip(self.parts, self.tiles, homes,
                                                        ghost_blocks, ghost_parts, strict=True)]
-        self._finished(both, "stencil_")
         infos = self._commit_with_infos(both, "stencil_")
         self.last_tasks += tasks + len(both)
         return infos
