@@ -13,7 +13,8 @@ Engines: ``tenalg`` runs on 2 workers, ``1-worker`` the same on 1 (so the runner
 speed-up is that of 2 workers over 1); W3 adds ``dask-einsum`` (2 workers) and
 ``dask-einsum-1w``. ``python -m tenalg.bench.bench_distributed [--quick] [--repeats N]``
 prints the full table: time, speed-up, bytes moved between workers, tasks per operation
-and peak memory per worker; ``... alternating [--quick]`` times W1 and W2's add + round on
+and peak memory per worker, then W3's largest task allocation in output blocks
+(:func:`w3_task_peaks`); ``... alternating [--quick]`` times W1 and W2's add + round on
 1 and 2 workers alternately (:func:`alternating`).
 
 >>> [w.name for w in workloads()][:1]
@@ -179,6 +180,44 @@ def _w3_ops(nworkers, quick):
             "dask-einsum": functools.partial(run, lambda: da.einsum(expr, a, b))}, state
 
 
+def w3_task_peaks(n, d, nchunks=4):
+    """{engine: the most memory one of its tasks allocated, in output blocks} for W3's
+    shapes (``nchunks`` chunks of the batch axis), each engine's graph run twice on
+    Dask's synchronous scheduler in this process (the second run is reported: plans
+    made) with :func:`tenalg.distributed.measure.task_peaks`. Nothing else may allocate
+    meanwhile: :func:`w3_task_peaks_apart` runs it in a fresh process."""
+    import dask.array as da  # optional dependency, loaded lazily
+
+    from tenalg.distributed.measure import task_peaks
+
+    tad = _tad()
+    chunks = (n // nchunks, d // 2, d // 2, d // 2, d // 2)
+    a, b = (da.random.default_rng(s).random((n, d, d, d, d), chunks=chunks)
+            .persist(scheduler="sync") for s in (0, 1))
+    block = (d // 2) ** 8 * 8
+    expr = "aijkl,amnop->ijklmnop"
+    out = {}
+    for engine, y in (("tenalg", tad.einsum(expr, a, b, memory_limit=8 << 30)),
+                      ("dask-einsum", da.einsum(expr, a, b))):
+        task_peaks(y, inputs=[a, b])
+        peaks = task_peaks(y, inputs=[a, b])
+        out[engine] = max(v for k, v in peaks.items() if not k.startswith("finalize")) / block
+    return out
+
+
+def w3_task_peaks_apart(n, d, nchunks=4):
+    """:func:`w3_task_peaks` in a fresh Python process (a Client's threads allocate)."""
+    import json
+    import subprocess
+
+    code = ("import json, warnings; warnings.simplefilter('ignore'); "
+            "from tenalg.bench.bench_distributed import w3_task_peaks; "
+            f"print(json.dumps(w3_task_peaks({n}, {d}, {nchunks})))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def _w3(quick):
     n, d = _w3_sizes(quick)
 
@@ -283,6 +322,12 @@ def main(argv=None):
         print(f"{name:30} {engine:12} {k:7d} {seconds * 1e3:8.1f}ms {speedup:5.2f}x "
               f"{moved / 1e6:9.3f}MB {tasks if tasks is not None else '-':>6} "
               f"{growth / 2**20:8.1f}MiB {peak / 2**20:7.1f}MiB", flush=True)
+    n3, d3 = _w3_sizes(quick)
+    for nchunks in (4, 8):
+        peaks = w3_task_peaks_apart(n3, d3, nchunks)
+        print(f"W3 N{n3} D{d3}, batch axis in {nchunks} chunks: the largest task allocates "
+              + ", ".join(f"{e} {v:.2f}" for e, v in peaks.items()) + " output blocks",
+              flush=True)
     for k in list(_CLUSTERS):
         _close(k)
 

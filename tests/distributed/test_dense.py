@@ -152,3 +152,25 @@ def test_peak_memory_within_twice_the_limit(client):
         assert growth <= 2 * limit + fetched[w], (growth, fetched[w])
     want = np.einsum("bij,bjk->ik", a.compute(), b.compute())
     _close(got, want)
+
+
+def test_summed_chunks_are_summed_in_place_within_tasks_then_in_a_tree(client):
+    """One output block over 8 chunks of j on a cluster of 2 threads: 4 tasks (each
+    keeps 2 threads busy twice), each summing 2 block products in place, then a tree."""
+    a, b = _rand((6, 64)), _rand((64, 5), seed=1)
+    y = tad.einsum("ij,jk->ik", da.from_array(a, chunks=(6, 8)),
+                   da.from_array(b, chunks=(8, 5)), memory_limit=1 << 30)
+    parts = [k for k in y.__dask_graph__() if isinstance(k, tuple) and "-part" in k[0]]
+    assert len(parts) == 4
+    _close(y.compute(), a @ b)
+
+
+def test_a_task_holds_its_total_and_a_panel_not_a_partial_per_batch_chunk():
+    """dask issue 10053's shapes (batch axis a in 4, then 8 chunks): a task of tenalg's
+    einsum allocates at most twice its output block, dask.array.einsum's more (its
+    partials and their sum); measured per task in a fresh process."""
+    from tenalg.bench.bench_distributed import w3_task_peaks_apart
+
+    for nchunks in (4, 8):
+        peaks = w3_task_peaks_apart(256, 6, nchunks)
+        assert peaks["tenalg"] <= 2 < peaks["dask-einsum"], peaks

@@ -2,10 +2,11 @@
 
 Every operand axis carries a label; labels shared between (or within) operands share
 chunks, so a task reads exactly the blocks that meet. Each task runs a tenalg kernel on
-its NumPy blocks and leaves a partial output block; the partials of the summed labels
-are combined in a tree of fan-in ``split_every`` (never all at once, as
-``dask.array.tensordot`` does in dask issue 6907). Chunks come from
-:func:`tenalg.distributed.planner.plan_chunks`.
+its NumPy blocks. Over the summed labels, a task takes as many block combinations as
+the memory model and the cluster's threads allow and sums their kernels' outputs in
+place (:func:`tenalg.distributed.planner.group_size`); the tasks' partials are combined
+in a tree of fan-in ``split_every`` (never all at once, as ``dask.array.tensordot``
+does in dask issue 6907). Chunks come from :func:`tenalg.distributed.planner.plan_chunks`.
 
 >>> import dask.array as da, numpy as np
 >>> x = da.ones((4, 6), chunks=(3, 2))
@@ -17,6 +18,8 @@ are combined in a tree of fan-in ``split_every`` (never all at once, as
 
 import functools
 import itertools
+import math
+import os
 
 import dask.array as da  # optional dependency: imported only in tenalg.distributed
 import numpy as np
@@ -25,11 +28,56 @@ from dask.highlevelgraph import HighLevelGraph
 
 from ..errors import ExtentError
 from . import threads
-from .planner import plan_chunks
+from .planner import PANELS, group_size, plan_chunks
 
 
 def _combine_all(combine, parts):
     return functools.reduce(combine, parts)
+
+
+def _summed(kernel, combine, n, split, *blocks):
+    """``kernel`` on each successive ``n`` of ``blocks``, combined in place into the
+    first's output.  After the first, each output is made and combined a panel at a time
+    along one free label (``split``: its axis in the output and its axes in each
+    operand; None: whole), so that the total and one panel are alive at once."""
+    total = None
+    for k in range(0, len(blocks), n):
+        each = blocks[k : k + n]
+        if total is None:
+            part = np.asarray(kernel(*each))
+            mine = part.flags.writeable and not any(np.may_share_memory(part, b)
+                                                    for b in blocks)
+            total = part if mine else part.copy()
+            continue
+        axis, axes = split if split is not None else (None, ())
+        extent = total.shape[axis] if split is not None else 1
+        step = -(-extent // PANELS)
+        for lo in range(0, extent, step):
+            panel = slice(lo, lo + step)
+            target = total[_at(total.ndim, (axis,), panel)] if split is not None else total
+            part = np.asarray(kernel(*[b[_at(b.ndim, ax, panel)]
+                                       for b, ax in zip(each, axes or [()] * n, strict=True)]))
+            combine(target, part, out=target)
+            del part
+    return total
+
+
+def _at(ndim, axes, panel):
+    """The index taking ``panel`` of ``axes`` and all of the other axes."""
+    return tuple(panel if d in axes else slice(None) for d in range(ndim))
+
+
+def _split(labels, out_labels, chunks, arrays, extents):
+    """The free label whose blocks :func:`_summed` combines in panels (the one of the
+    largest chunks): its output axis and each operand's axes of it; None if no chunk of
+    a free label is 2 long."""
+    free = max(out_labels, key=lambda x: max(chunks[x]), default=None)
+    if free is None or max(chunks[free]) < 2:
+        return None
+    axes = [tuple(d for d, (x, b) in enumerate(zip(labs, _broadcast(a, labs, extents),
+                                                   strict=True)) if x == free and not b)
+            for a, labs in zip(arrays, labels, strict=True)]
+    return out_labels.index(free), axes
 
 
 def label_extents(arrays, labels):
@@ -96,26 +144,60 @@ def blockwise(kernel, arrays, labels, out_labels, dtype, *, combine=np.add, memo
     arrays = [_rechunked(a, labs, chunks, extents)
               for a, labs in zip(arrays, labels, strict=True)]
     summed = list(dict.fromkeys(x for labs in labels for x in labs if x not in out_labels))
-    token = tokenize(kernel, combine, [a.name for a in arrays], labels, out_labels, chunks)
+    group = _group(chunks, labels, out_labels, summed, itemsize, memory_limit)
+    token = tokenize(kernel, combine, [a.name for a in arrays], labels, out_labels, chunks,
+                     group)
     out_name = f"{name}-{token}"
+    fused = functools.partial(_summed, kernel, combine, len(arrays),
+                              _split(labels, out_labels, chunks, arrays, extents))
     graph = {}
     ranges = [range(len(chunks[x])) for x in out_labels]
     for oidx in itertools.product(*ranges):
         at = dict(zip(out_labels, oidx, strict=True))
-        keys = []
+        combinations = []
         for sidx in itertools.product(*[range(len(chunks[x])) for x in summed]):
             at.update(zip(summed, sidx, strict=True))
-            blocks = [(a.name, *[0 if b else at[x] for x, b in
-                                 zip(labs, _broadcast(a, labs, extents), strict=True)])
-                      for a, labs in zip(arrays, labels, strict=True)]
-            key = (f"{out_name}-part", *oidx, *sidx) if summed else (out_name, *oidx)
-            graph[key] = (threads.run, kernel, *blocks)
-            keys.append(key)
-        if summed:
-            graph.update(_tree(keys, combine, (out_name, *oidx), split_every))
+            combinations.append([(a.name, *[0 if b else at[x] for x, b in
+                                            zip(labs, _broadcast(a, labs, extents),
+                                                strict=True)])
+                                 for a, labs in zip(arrays, labels, strict=True)])
+        tasks = [(threads.run, kernel, *each[0]) if len(each) == 1 else
+                 (threads.run, fused, *itertools.chain(*each))
+                 for each in (combinations[g : g + group]
+                              for g in range(0, len(combinations), group))]
+        if len(tasks) == 1:
+            graph[(out_name, *oidx)] = tasks[0]
+            continue
+        keys = [(f"{out_name}-part", *oidx, g) for g in range(len(tasks))]
+        graph.update(zip(keys, tasks, strict=True))
+        graph.update(_tree(keys, combine, (out_name, *oidx), split_every))
     layer = HighLevelGraph.from_collections(out_name, graph, dependencies=arrays)
     return da.Array(layer, out_name, tuple(chunks[x] for x in out_labels), dtype=dtype,
                     meta=np.empty((0,) * len(out_labels), dtype))
+
+
+def _group(chunks, labels, out_labels, summed, itemsize, memory_limit):
+    """How many block combinations over the summed labels one task sums (in place): as
+    many as half the memory limit holds, while every thread of the cluster keeps two
+    tasks."""
+    combinations = math.prod(len(chunks[x]) for x in summed)
+    if combinations == 1:
+        return 1
+    sizes = {x: max(c) for x, c in chunks.items()}
+    outputs = math.prod(len(chunks[x]) for x in out_labels)
+    most = math.ceil(combinations / math.ceil(2 * _threads() / outputs))
+    return group_size(sizes, [tuple(x) for x in labels], tuple(out_labels), itemsize,
+                      memory_limit // 2, combinations, most)
+
+
+def _threads():
+    """The threads of the current client's workers; the machine's cores without one."""
+    try:
+        from distributed import get_client
+
+        return sum(get_client().nthreads().values()) or 1
+    except (ImportError, ValueError):
+        return os.cpu_count() or 1
 
 
 def _tree(keys, combine, final, split_every):

@@ -1,4 +1,5 @@
-"""What a distributed operation costs: bytes moved between workers, peak memory, sizes.
+"""What a distributed operation costs: bytes moved between workers, peak memory (of a
+worker, and of one task), sizes.
 
 Dask estimates the bytes of a transfer with ``dask.sizeof``; trains and packs register
 their cores' bytes here (imported on every worker that unpickles a pack task), so the
@@ -12,9 +13,13 @@ workers' transfer logs count what really moved.
 
 import threading
 import time
+import tracemalloc
 
+import dask  # optional dependency: imported only in tenalg.distributed
 import psutil
-from dask.sizeof import sizeof  # optional dependency: imported only in tenalg.distributed
+from dask.callbacks import Callback
+from dask.sizeof import sizeof
+from dask.utils import key_split
 
 from .. import tt
 
@@ -82,3 +87,40 @@ class PeakMemory:
         self.growth = {w: g for w, (g, _) in result.items()}
         self.peak = {w: p for w, (_, p) in result.items()}
         return False
+
+
+def task_peaks(collection, inputs=()):
+    """{task name: the most memory one task of that name allocated while it ran, its
+    result included}, the collection computed here on Dask's synchronous scheduler, one
+    task at a time, with tracemalloc tracing (NumPy's buffers included).  A one-thread
+    worker holds its data plus, at any moment, one task's allocations: these.  The
+    tasks of the collections ``inputs`` are left out.
+
+    >>> import dask.array as da
+    >>> x = da.ones((1000,), chunks=500)
+    >>> peaks = task_peaks((x * 2).sum(), inputs=[x])
+    >>> max(peaks.values()) >= 500 * 8
+    True
+    """
+    skip = set().union(*[x.__dask_graph__().keys() for x in inputs])
+    peaks, start = {}, [0]
+
+    def pretask(key, dsk, state):
+        tracemalloc.reset_peak()
+        start[0] = tracemalloc.get_traced_memory()[0]
+
+    def posttask(key, result, dsk, state, worker_id):
+        if key not in skip:
+            name = key_split(key)
+            peaks[name] = max(peaks.get(name, 0), tracemalloc.get_traced_memory()[1] - start[0])
+
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    try:
+        with Callback(pretask=pretask, posttask=posttask):
+            dask.compute(collection, scheduler="sync")
+    finally:
+        if not tracing:
+            tracemalloc.stop()
+    return peaks

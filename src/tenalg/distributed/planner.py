@@ -22,6 +22,7 @@ import math
 # permutation to a GEMM layout); the output block is written and may be copied once
 # (converted or permuted at the final write).
 COPIES_IN, COPIES_OUT = 2, 2
+PANELS = 4  # a task summing several block combinations makes each output a quarter at a time
 
 
 def task_bytes(sizes, operands, out_labels, itemsize, split_every=4):
@@ -39,6 +40,26 @@ def task_bytes(sizes, operands, out_labels, itemsize, split_every=4):
     kernel = COPIES_IN * sum(block(labels) for labels in operands) + COPIES_OUT * out
     combine = (split_every + 1) * out
     return itemsize * max(kernel, combine)
+
+
+def group_size(sizes, operands, out_labels, itemsize, budget, combinations, most):
+    """How many block combinations of one output block a task takes at most (``most``,
+    which keeps tasks for every worker) while its model fits ``budget`` bytes: all of
+    their operand blocks, one combination's copies, the running total and one panel of
+    a partial with its copies. Summed in one task, G partials never exist at once (the
+    failure of dask issue 10053: a partial per chunk of the summed labels, all alive
+    before their sum).
+
+    >>> group_size({"a": 2, "i": 4}, [("a", "i")], ("i",), 8, 1 << 20, 16, 8)
+    8
+    """
+    inputs = sum(math.prod(sizes[x] for x in labels) for labels in operands)
+    out = math.prod(sizes[x] for x in out_labels)
+    group = max(1, min(combinations, most))
+    while group > 1 and itemsize * ((group + COPIES_IN - 1) * inputs
+                                    + (1 + COPIES_OUT / PANELS) * out) > budget:
+        group -= 1
+    return group
 
 
 def _regular(extent, size):
