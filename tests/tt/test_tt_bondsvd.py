@@ -274,7 +274,7 @@ def test_second_cholesky_pass_certifies_wide_unfoldings(monkeypatch):
     second, lapack = [], []
     second_pass, reference = cholqr.second_pass, bondsvd.reference_lq
     monkeypatch.setattr(cholqr, "second_pass",
-                        lambda x, c, i: second.append(len(x)) or second_pass(x, c, i))
+                        lambda x, c, i, eta: second.append(len(x)) or second_pass(x, c, i, eta))
     monkeypatch.setattr(bondsvd, "reference_lq", lambda x: lapack.append(len(x)) or reference(x))
     l, f, b, used = bondsvd.lq(m)
     q = f @ b
@@ -300,4 +300,23 @@ def test_near_redundant_sums_stay_off_lapack_qr(monkeypatch):
     y = tt.round(x, 1e-3)
     assert calls == []
     assert y.ranks == (1, 14, 14, 14, 1)
+    assert tt.norm(y - x) <= 1e-3 * tt.norm(x)
+
+
+def test_float32_factors_are_accepted_at_float32s_roundoff(monkeypatch):
+    """Float32 a + (a + 1e-2 c): the weak directions' Gram factors are orthonormal to
+    about 1e-8, not sqrt(u) of double; stored in float32 they are accepted
+    (cholqr.accepted), so every truncation is certified from the Gram matrix (no LAPACK
+    SVD), with LAPACK's ranks and an error within eps."""
+    a = tt.random((16,) * 10, 10, rng=1, dtype=np.float32)
+    c = tt.random((16,) * 10, 2, rng=2, dtype=np.float32)
+    x = a + (a + (1e-2 * tt.norm(a) / tt.norm(c)) * c)
+    assert cholqr.accepted(np.float32) > cholqr.accepted(np.float64) == cholqr.ETA
+    calls = []
+    reference = bondsvd.reference_svd
+    monkeypatch.setattr(bondsvd, "reference_svd",
+                        lambda m, *args: calls.append(m.shape) or reference(m, *args))
+    y = tt.round(x, 1e-3)
+    assert calls == []
+    assert y.ranks == (1,) + (12,) * 9 + (1,)
     assert tt.norm(y - x) <= 1e-3 * tt.norm(x)

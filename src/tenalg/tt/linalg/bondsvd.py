@@ -53,7 +53,14 @@ from ...kernels import compiler
 from ...kernels.jit import CACHE
 from . import householder, smalleigh
 from .batched import FRESH
-from .cholqr import ETA_POWER, SAFETY, certified_cholesky, hermitian, rank_revealing, squares
+from .cholqr import (
+    SAFETY,
+    accepted,
+    certified_cholesky,
+    hermitian,
+    rank_revealing,
+    squares,
+)
 from .dense import lapack_threads, unit_roundoff
 
 REVEALING = "revealing"  # lq's hint: the next bond's plain Cholesky path would decline
@@ -123,10 +130,11 @@ def lq(m, gram=True):
         c = inv = None
         plain = np.zeros(g, dtype=bool)
         if gram != REVEALING:
-            c, inv, plain = certified_cholesky(products, trace, err, x)
+            c, inv, plain = certified_cholesky(products, trace, err, x, accepted(m.dtype))
         ok, width = plain, rows
         if not ok.all():
-            c, inv, ok, ranks = rank_revealing(x, products, err, c, inv, ok)
+            c, inv, ok, ranks = rank_revealing(x, products, err, c, inv, ok,
+                                               accepted(m.dtype), unit_roundoff(m.dtype))
             width = int(ranks.max()) if ok.all() else rows
         if ok.any():
             l, f, b = _finish(m, c, inv, ok, width)
@@ -177,7 +185,7 @@ def _gram(m, delta, max_rank, work=FRESH, key="left"):
     products = np.matmul(hermitian(x), x)
     lam, v = smalleigh.eigh(products)  # ascending
     p = min(rows, r)
-    eta = unit_roundoff(wide) ** ETA_POWER
+    eta = accepted(m.dtype)
     d2 = np.asarray(delta, dtype=np.float64) ** 2
     if d2.shape != (g,):
         d2 = np.full(g, d2)
@@ -391,7 +399,8 @@ def _qr_svd(m, products, delta, max_rank):
     rows, r = m.shape[1], m.shape[2]
     err = SAFETY * (rows + r) * unit_roundoff(products.dtype) * trace
     wide = m.astype(products.dtype, copy=False)
-    c, inv, served = certified_cholesky(products, trace, err, hermitian(wide))
+    c, inv, served = certified_cholesky(products, trace, err, hermitian(wide),
+                                       accepted(m.dtype))
     with lapack_threads(c):
         u, s, vh = np.linalg.svd(hermitian(c))  # R = C^H
     k, tail = keep_ranks(s, delta, max_rank)

@@ -27,6 +27,7 @@ from . import smallchol, smalleigh
 from .dense import unit_roundoff
 
 ETA_POWER = 0.5  # a result is accepted when accurate to u ** ETA_POWER (double)
+ETA = unit_roundoff(np.float64) ** ETA_POWER
 SAFETY = 4  # factor on the rounding-error bounds (Gram matrix and eigh/Cholesky)
 # the smallest M whose rank-revealing LQ is factored again below err / eta: rounding
 # a + (a + 1e-2 c) at eps 1e-3, (6, 128, 40) 154 -> 55 ms and (6, 64, 30) 34 -> 21 ms with
@@ -39,10 +40,18 @@ def hermitian(x):
     return (x.conj() if x.dtype.kind == "c" else x).transpose(0, 2, 1)
 
 
-def certified_cholesky(products, trace, err, x):
+def accepted(dtype):
+    """The orthonormality error a factor stored in ``dtype`` is accepted with: ETA, or
+    the unit roundoff of ``dtype`` where larger (a float32 factor is no more orthonormal
+    than its storage; asking 1e-8 of it sent the weak directions of a float32
+    a + (a + 1e-2 c) to LAPACK at every bond, 1.9x teneva's time)."""
+    return max(ETA, unit_roundoff(dtype))
+
+
+def certified_cholesky(products, trace, err, x, eta=ETA):
     """(C, C^-1, ok) of the Cholesky LQ (:func:`~tenalg.tt.linalg.bondsvd.lq`) from the
     Gram matrices M M^H of the wide ``x`` (g, k, n), shifted by k u tr (4 err where that
-    is not positive definite): ``ok`` where the rows of C^-1 M are orthonormal to eta, by
+    is not positive definite): ``ok`` where the rows of C^-1 M are orthonormal to ``eta``, by
     the a-priori bound (err + shift) ||C^-1||_F^2, else after a second pass
     (:func:`second_pass`)."""
     rows = products.shape[1]
@@ -56,16 +65,16 @@ def certified_cholesky(products, trace, err, x):
         c[bad], inv[bad], pd[bad], weight[bad] = smallchol.shifted_cholesky(products[bad],
                                                                             shift[bad])
     bound = (err + shift) * weight  # of the rows of C^-1 M's orthogonality error
-    ok = pd & (bound <= u**ETA_POWER)  # False where NaN
+    ok = pd & (bound <= eta)  # False where NaN
     # where the bound reaches 1, C^-1 M may be rank-deficient (every bond of an exact
     # X + X) and a second pass cannot certify it
     again = np.flatnonzero(pd & ~ok & (bound < 1))
     if len(again):
-        c[again], inv[again], ok[again] = second_pass(x[again], c[again], inv[again])
+        c[again], inv[again], ok[again] = second_pass(x[again], c[again], inv[again], eta)
     return c, inv, ok
 
 
-def second_pass(x, c1, inv1):
+def second_pass(x, c1, inv1, eta=ETA):
     """CholeskyQR2 for the trains whose first factor C1 the a-priori bound could not
     certify: Q1 = C1^-1 M formed, G2 = Q1 Q1^H = C2 C2^H; C = C1 C2 and C^-1 = C2^-1 C1^-1.
 
@@ -90,16 +99,17 @@ def second_pass(x, c1, inv1):
     with np.errstate(invalid="ignore", over="ignore"):  # NaN or inf: not certified
         e2 = SAFETY * ((k + n) * u * t2
                        + 2 * k * u * np.sqrt(squares(inv1) * squares(x) * t2))
-        ok = pd & (delta + e2 < 0.5) & (e2 <= u**ETA_POWER * (1 - delta - e2))
+        ok = pd & (delta + e2 < 0.5) & (e2 <= eta * (1 - delta - e2))
     return np.matmul(c1, c2), np.matmul(inv2, inv1), ok
 
 
-def rank_revealing(x, products, err, c, inv, ok):
+def rank_revealing(x, products, err, c, inv, ok, eta=ETA, roundoff=None):
     """The LQ of the trains where the Cholesky path declined (rank-deficient M, as every
     bond of an exact X + X), rank-revealing: L (rows, k) and F (k, rows) zero past each
     train's rank k, with the rows of F M orthonormal to eta, kept where the residual M -
     L F M, formed explicitly, is at the roundoff of a Householder QR (SAFETY rows u
-    ||M||_F): dropping it changes M no more than LAPACK's QR would. By pivoted Cholesky
+    ||M||_F, u the ``roundoff`` of the result's storage, by default x's): dropping it
+    changes M no more than LAPACK's QR would. By pivoted Cholesky
     (:func:`_pivoted_lq`), else (complex data, or while its kernel compiles) by the
     eigendecomposition (:func:`_eigh_lq`). Fills ``c``, ``inv`` and ``ok`` (fresh where
     None) for those trains, and returns them with each train's rank (rows for the
@@ -111,8 +121,9 @@ def rank_revealing(x, products, err, c, inv, ok):
     todo = np.flatnonzero(~ok)
     every = len(todo) == g  # (exact X + X: every train) no copies of the stack
     xs, gram, e = (x, products, err) if every else (x[todo], products[todo], err[todo])
-    found = _pivoted_lq(xs, gram, e) if x.dtype == np.float64 else None
-    l, f, good, k = _eigh_lq(xs, gram, e) if found is None else found
+    roundoff = unit_roundoff(x.dtype) if roundoff is None else roundoff
+    found = _pivoted_lq(xs, gram, e, eta, roundoff) if x.dtype == np.float64 else None
+    l, f, good, k = _eigh_lq(xs, gram, e, eta, roundoff) if found is None else found
     if not good.any():
         return c, inv, ok, ranks
     if c is None:
@@ -124,22 +135,27 @@ def rank_revealing(x, products, err, c, inv, ok):
     return c, inv, ok, ranks
 
 
-def _pivoted_lq(x, products, err):
+def _pivoted_lq(x, products, err, eta, roundoff):
     """(L, F, good, k) of :func:`rank_revealing` by pivoted Cholesky of M M^H, stopped at
     pivots below err / eta (:func:`~tenalg.tt.linalg.smallchol.pivoted_cholesky`: a
     16 x 16 Gram matrix of rank 8 in about a microsecond, where Jacobi's eigh took 20);
-    F M is orthonormal to ``err`` ||F||_F^2 as on the Cholesky path. Trains whose
-    residual is not negligible there (components between the Gram matrix's noise and
-    err / eta: a + (a + 1e-2 c), whose bonds all took LAPACK's QR and SVD) are factored
-    again down to the noise, ``err``, and certified by a second pass
-    (:func:`second_pass`), where M has at least REDO_SIZE entries. None while the kernel
-    compiles."""
-    eta = unit_roundoff(x.dtype) ** ETA_POWER
+    F M is orthonormal to ``err`` ||F||_F^2 as on the Cholesky path, else after a
+    second pass (:func:`second_pass`; the bound grows along a sweep of float32
+    a + (a + 1e-2 c) and passed 1 at its sixth bond). Trains whose residual is not
+    negligible (components between the Gram matrix's noise and err / eta: a + (a +
+    1e-2 c), whose bonds all took LAPACK's QR and SVD) are factored again down to the
+    noise, ``err``, and certified by a second pass, where M has at least REDO_SIZE
+    entries. None while the kernel compiles."""
     found = smallchol.pivoted_cholesky(products, err / eta)
     if found is None:
         return None
     l, f, k = found
-    good = (err * squares(f) <= eta) & (k >= 1) & _negligible(_residual(x, l, f), x)
+    bound = err * squares(f)
+    kept = (k >= 1) & _negligible(_residual(x, l, f), x, roundoff)
+    good = kept & (bound <= eta)
+    again = np.flatnonzero(kept & ~good & (bound < 1))
+    if len(again):
+        l[again], f[again], good[again] = second_pass(x[again], l[again], f[again], eta)
     redo = np.flatnonzero(~good)
     if len(redo) and x.shape[1] * x.shape[2] >= REDO_SIZE:
         l2, f2, k2 = smallchol.pivoted_cholesky(products[redo], err[redo])
@@ -148,8 +164,8 @@ def _pivoted_lq(x, products, err):
         ok2 = (bound <= eta) & (k2 >= 1)
         if again.any():
             l2[again], f2[again], ok2[again] = second_pass(x[redo[again]], l2[again],
-                                                            f2[again])
-        ok2 &= _negligible(_residual(x[redo], l2, f2), x[redo])
+                                                            f2[again], eta)
+        ok2 &= _negligible(_residual(x[redo], l2, f2), x[redo], roundoff)
         l[redo[ok2]], f[redo[ok2]], k[redo[ok2]], good[redo[ok2]] = l2[ok2], f2[ok2], k2[ok2], True
     return l, f, good, k
 
@@ -159,7 +175,7 @@ def _residual(x, l, f):
     return np.matmul(np.eye(x.shape[1]) - np.matmul(l, f), x)
 
 
-def _eigh_lq(x, products, err):
+def _eigh_lq(x, products, err, eta, roundoff):
     """(L, F, good, k) of :func:`rank_revealing` from M M^H = V Lambda V^H: L = V_k
     Lambda_k^(1/2) and F = Lambda_k^(-1/2) V_k^H (zero past k) for the k eigenvalues
     above err / eta, with the eigensolver's error added to ``err``; the residual is
@@ -170,7 +186,7 @@ def _eigh_lq(x, products, err):
     lam, v = lam[:, ::-1], v[:, :, ::-1]
     trace = np.maximum(lam, 0).sum(axis=1)
     e = err + 2 * smalleigh.ACCURACY * rows * u * trace
-    keep = (lam >= (e / u**ETA_POWER)[:, None]) & (lam > 0)  # a zero M keeps nothing
+    keep = (lam >= (e / eta)[:, None]) & (lam > 0)  # a zero M keeps nothing
     # the residual as V_rest^H M (one GEMM of the discarded rows, each entry within
     # rows u |v| |M| of exact)
     first = int(keep.sum(axis=1).min())
@@ -179,14 +195,15 @@ def _eigh_lq(x, products, err):
     root = np.sqrt(np.where(keep, lam, 1))
     return (vk * np.where(keep, root, 0)[:, None, :],
             hermitian(vk) * np.where(keep, 1 / root, 0)[:, :, None],
-            keep.any(axis=1) & _negligible(np.matmul(hermitian(rest), x), x), keep.sum(axis=1))
+            keep.any(axis=1) & _negligible(np.matmul(hermitian(rest), x), x, roundoff),
+            keep.sum(axis=1))
 
 
-def _negligible(residual, x):
-    """Per matrix: whether the residual is at the roundoff of a Householder QR of x,
-    ||residual||_F <= SAFETY rows u ||x||_F."""
+def _negligible(residual, x, roundoff):
+    """Per matrix: whether the residual is at the roundoff of a Householder QR of x
+    stored with unit ``roundoff``, ||residual||_F <= SAFETY rows u ||x||_F."""
     norm = np.sqrt(squares(x))
-    return np.sqrt(squares(residual)) <= SAFETY * x.shape[1] * unit_roundoff(x.dtype) * norm
+    return np.sqrt(squares(residual)) <= SAFETY * x.shape[1] * roundoff * norm
 
 
 def squares(x):
