@@ -9,8 +9,9 @@ once it is ready. Compiled code loads from Numba's on-disk cache where it is the
 (:mod:`tenalg.kernels.jit` says where that is), which is fast but also off the thread.
 
 The environment variable ``TENALG_COMPILE`` chooses: "background" (the default) or
-"wait" (compile on the calling thread, as Numba does by itself). The thread starts on
-a compilation START_DELAY after it was queued (when it was idle), so the call that
+"wait" (compile on the calling thread, as Numba does by itself). The thread is started
+when this module is imported (a first call would wait for it to run) and begins a
+compilation START_DELAY after it was queued (when it was idle), so the call that
 queued it runs uncontended. :func:`wait` waits for
 everything queued (``tenalg compile`` and the benchmarks use it). A fork waits for the
 compilation under way (a child must not inherit Numba's compiler lock held by a thread
