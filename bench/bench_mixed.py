@@ -40,16 +40,18 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 class Steps:
     """Per-step seconds of each engine's loop: ``times[engine][step]``; a loop marks the
-    end of each step with ``lap(engine, step)``.
+    end of each step with ``lap(engine, step)``. Laps of a call made through
+    :meth:`untimed` are not kept.
 
     >>> steps = Steps()
     >>> steps.start("numpy"); steps.lap("numpy", "a")
-    >>> list(steps.times["numpy"])
-    ['a']
+    >>> steps.untimed(lambda: (steps.start("numpy"), steps.lap("numpy", "a")))
+    >>> {step: len(t) for step, t in steps.times["numpy"].items()}
+    {'a': 1}
     """
 
     def __init__(self):
-        self.times, self._last = {}, {}
+        self.times, self._last, self._muted = {}, {}, False
 
     def clear(self):
         self.times = {}
@@ -59,8 +61,18 @@ class Steps:
 
     def lap(self, engine, step):
         now = time.perf_counter()
-        self.times.setdefault(engine, {}).setdefault(step, []).append(now - self._last[engine])
+        if not self._muted:
+            self.times.setdefault(engine, {}).setdefault(step, []).append(
+                now - self._last[engine])
         self._last[engine] = now
+
+    def untimed(self, fn):
+        """Call ``fn`` (a loop) without keeping its laps."""
+        self._muted = True
+        try:
+            fn()
+        finally:
+            self._muted = False
 
 
 # -- a tensor-network step ---------------------------------------------------------------

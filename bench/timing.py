@@ -49,7 +49,7 @@ def measure(fns, budget, min_rounds=MIN_ROUNDS, blocks=BLOCKS):
             for name, rounds in measure_rounds(fns, budget, min_rounds, blocks).items()}
 
 
-def measure_rounds(fns, budget, min_rounds=MIN_ROUNDS, blocks=BLOCKS):
+def measure_rounds(fns, budget, min_rounds=MIN_ROUNDS, blocks=BLOCKS, warm=None):
     """Per-call times of each function by round: the batch-size calibration (round 0),
     then ``blocks`` rounds (at least ``min_rounds`` - 1) in which each function runs
     batches for budget / rounds seconds (one batch at least).  A function one call of
@@ -57,6 +57,9 @@ def measure_rounds(fns, budget, min_rounds=MIN_ROUNDS, blocks=BLOCKS):
     must not leave its 0.6 s competitor with one sample, the noisiest measure).
 
     Each function must be warmed up already (compiled, caches filled) by the caller.
+    ``warm`` (name -> function) runs untimed before each of that function's blocks: the
+    first loop after another engine's block pays that engine's cache and allocator state
+    (a 25 us contraction took 64-113 us right after torch's loop).
 
     >>> rounds = measure_rounds({"noop": lambda: None}, budget=0.01, min_rounds=3)
     >>> len(rounds["noop"]) == BLOCKS + 1 and all(len(r) >= 1 for r in rounds["noop"])
@@ -72,6 +75,8 @@ def measure_rounds(fns, budget, min_rounds=MIN_ROUNDS, blocks=BLOCKS):
     for _ in range(rounds):
         shuffle(names)
         for name in names:
+            if warm and name in warm:
+                warm[name]()
             end = time.perf_counter() + budget / rounds
             samples = [time_batch(fns[name], numbers[name])]
             while time.perf_counter() < end:
