@@ -84,3 +84,25 @@ def test_a_fork_waits_for_the_compilation_and_the_child_compiles_afresh():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert compiler.wait(timeout=300) and compiler.ready(plus_one, signature)
+
+
+def test_described_argument_types_are_the_dispatchers():
+    """compiler.describe's stand-ins give the Numba types the dispatcher reads off the
+    arguments (what a queued compilation must be for): arrays of each dtype, rank,
+    layout and writeability, Python and NumPy scalars."""
+    import numba
+
+    @numba.njit
+    def probe(x):
+        return x
+
+    base = np.zeros((4, 6), np.float32)
+    readonly = np.ones(3)
+    readonly.flags.writeable = False
+    values = [np.zeros(5, np.int64), np.zeros((2, 2), np.complex128), base, base.T,
+              base[:, ::2], base[::-1], readonly, np.zeros((0, 3), np.float16),
+              np.zeros((), np.float64), 7, -(2**40), 2**63 - 1, True, 1.5, 2j,
+              np.float32(1), np.int8(3)]
+    for value in values:
+        described = compiler.numba_types((compiler.describe(value),))
+        assert described == (probe.typeof_pyval(value),), value

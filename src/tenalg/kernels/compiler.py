@@ -116,7 +116,10 @@ def describe(value):
         return value.dtype, value.ndim, layout, not flags.writeable
     if type(value) is int and -2**63 <= value < 2**63:
         return "int"
-    return _SCALARS.get(type(value)) or typeof(value, Purpose.argument)
+    try:  # as the dispatcher reads it (Dispatcher.typeof_pyval)
+        return _SCALARS.get(type(value)) or typeof(value, Purpose.argument) or types.pyobject
+    except ValueError:
+        return types.pyobject
 
 
 def numba_types(signature):
