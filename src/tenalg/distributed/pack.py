@@ -92,10 +92,25 @@ def _columns(p, indices):
     return stencil.columns(p, indices)
 
 
-def _stencil(p, tile, mesh, coefficient, eps, max_rank, method, ghost_blocks, *ghosts):
+def _stencil(p, tile, mesh, coefficient, eps, max_rank, method, part, ghost_blocks,
+             *ghosts):
+    """The stencil step of the blocks ``part`` (positions in ``tile``) of a tile."""
     lookup = stencil.tile_lookup(p, tile, list(zip(ghost_blocks, ghosts, strict=True)))
-    return stencil.step(p, mesh, coefficient, eps, max_rank, method, blocks=tile,
-                        lookup=lookup)
+    return stencil.step(stencil.columns(p, part), mesh, coefficient, eps, max_rank, method,
+                        blocks=[tile[i] for i in part], lookup=lookup)
+
+
+def _joined(size, parts, *results):
+    """One tile's (pack, infos) from the results of its ``parts`` (positions in the tile)."""
+    grids, infos = None, None
+    for part, (pack, info) in zip(parts, results, strict=True):
+        if grids is None:
+            grids = [[None] * size for _ in range(pack.nvars)]
+            infos = [[None] * size for _ in range(pack.nvars)]
+        for v in range(pack.nvars):
+            for j, i in enumerate(part):
+                grids[v][i], infos[v][i] = pack[v, j], info[v][j]
+    return tt.TrainPack(grids), infos
 
 
 def _first(x):
@@ -277,11 +292,24 @@ class DistributedPack:
             tasks += len(futures)
             ghost_blocks.append(blocks)
             ghost_parts.append(futures)
-        both = [self.client.submit(threads.run, _stencil, p, tile, self.mesh, coefficient, eps,
-                                   max_rank, method, blocks, *futures, workers=[w],
-                                   allow_other_workers=True, pure=False)
-                for p, tile, w, blocks, futures in zip(self.parts, self.tiles, homes,
-                                                       ghost_blocks, ghost_parts, strict=True)]
+        both = []
+        for p, tile, w, blocks, futures in zip(self.parts, self.tiles, homes, ghost_blocks,
+                                               ghost_parts, strict=True):
+            # the interior blocks need no ghost: their task runs while the ghosts arrive
+            inside = set(tile)
+            inner = [i for i, b in enumerate(tile)
+                     if set(stencil.neighbours(b, self.mesh)) <= inside]
+            edge = [i for i in range(len(tile)) if i not in set(inner)]
+            parts = [(part, (), ()) if part is inner else (part, blocks, futures)
+                     for part in (inner, edge) if part]
+            done = [self.client.submit(threads.run, _stencil, p, tile, self.mesh, coefficient,
+                                       eps, max_rank, method, part, gb, *gf, workers=[w],
+                                       allow_other_workers=True, pure=False)
+                    for part, gb, gf in parts]
+            both.append(self.client.submit(_joined, len(tile), [part for part, *_ in parts],
+                                           *done, workers=[w], allow_other_workers=True,
+                                           pure=False))
+            tasks += len(done)
         infos = self._commit_with_infos(both, "stencil_")
         self.last_tasks += tasks + len(both)
         return infos
