@@ -212,4 +212,7 @@ def _after_fork_in_child():
 
 os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
                     after_in_child=_after_fork_in_child)
-_start()  # now rather than on a first call, which would wait 0.45 ms for the thread to run
+try:  # now rather than on a first call, which would wait 0.45 ms for the thread to run
+    _start()
+except RuntimeError:  # no thread can start now (a process shutting down): on first use
+    _worker = None
