@@ -147,8 +147,16 @@ def _w2(kind, quick):
 
 
 # -- W3 --------------------------------------------------------------------------------
+W3_EXPR = "aijkl,amnop->ijklmnop"
+
+
 def _w3_sizes(quick):
     return (256, 6) if quick else (1024, 8)  # N, D; 4 chunks of N, 2 of each D
+
+
+def _w3_chunks(n, d, nchunks=4):
+    """W3's chunks: N in ``nchunks``, each D in 2."""
+    return (n // nchunks, d // 2, d // 2, d // 2, d // 2)
 
 
 def _w3_ops(nworkers, quick):
@@ -158,10 +166,9 @@ def _w3_ops(nworkers, quick):
 
     n, d = _w3_sizes(quick)
     c = client(nworkers)
-    chunks = (n // 4, d // 2, d // 2, d // 2, d // 2)
+    chunks = _w3_chunks(n, d)
     a = c.persist(da.random.default_rng(0).random((n, d, d, d, d), chunks=chunks))
     b = c.persist(da.random.default_rng(1).random((n, d, d, d, d), chunks=chunks))
-    expr = "aijkl,amnop->ijklmnop"
     state = {}
     limit = tad.memory_limit_of(min(w["memory_limit"] for w in
                                     c.scheduler_info()["workers"].values()))
@@ -175,9 +182,9 @@ def _w3_ops(nworkers, quick):
         del y
         return None
 
-    return {"tenalg": functools.partial(run, lambda: tad.einsum(expr, a, b,
+    return {"tenalg": functools.partial(run, lambda: tad.einsum(W3_EXPR, a, b,
                                                                 memory_limit=limit)),
-            "dask-einsum": functools.partial(run, lambda: da.einsum(expr, a, b))}, state
+            "dask-einsum": functools.partial(run, lambda: da.einsum(W3_EXPR, a, b))}, state
 
 
 def w3_task_peaks(n, d, nchunks=4):
@@ -191,14 +198,13 @@ def w3_task_peaks(n, d, nchunks=4):
     from tenalg.distributed.measure import task_peaks
 
     tad = _tad()
-    chunks = (n // nchunks, d // 2, d // 2, d // 2, d // 2)
+    chunks = _w3_chunks(n, d, nchunks)
     a, b = (da.random.default_rng(s).random((n, d, d, d, d), chunks=chunks)
             .persist(scheduler="sync") for s in (0, 1))
     block = (d // 2) ** 8 * 8
-    expr = "aijkl,amnop->ijklmnop"
     out = {}
-    for engine, y in (("tenalg", tad.einsum(expr, a, b, memory_limit=8 << 30)),
-                      ("dask-einsum", da.einsum(expr, a, b))):
+    for engine, y in (("tenalg", tad.einsum(W3_EXPR, a, b, memory_limit=8 << 30)),
+                      ("dask-einsum", da.einsum(W3_EXPR, a, b))):
         task_peaks(y, inputs=[a, b])
         peaks = task_peaks(y, inputs=[a, b])
         out[engine] = max(v for k, v in peaks.items() if not k.startswith("finalize")) / block

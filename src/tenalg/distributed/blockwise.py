@@ -49,16 +49,18 @@ def _summed(kernel, combine, n, split, *blocks):
                                                     for b in blocks)
             total = part if mine else part.copy()
             continue
-        axis, axes = split if split is not None else (None, ())
-        extent = total.shape[axis] if split is not None else 1
-        step = -(-extent // PANELS)
-        for lo in range(0, extent, step):
+        if split is None:
+            combine(total, np.asarray(kernel(*each)), out=total)
+            continue
+        axis, axes = split
+        step = -(-total.shape[axis] // PANELS)
+        for lo in range(0, total.shape[axis], step):
             panel = slice(lo, lo + step)
-            target = total[_at(total.ndim, (axis,), panel)] if split is not None else total
+            target = total[_at(total.ndim, (axis,), panel)]
             part = np.asarray(kernel(*[b[_at(b.ndim, ax, panel)]
-                                       for b, ax in zip(each, axes or [()] * n, strict=True)]))
+                                       for b, ax in zip(each, axes, strict=True)]))
             combine(target, part, out=target)
-            del part
+            del part  # before the next panel's is made: one alive at a time
     return total
 
 

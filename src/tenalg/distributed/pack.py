@@ -297,11 +297,10 @@ class DistributedPack:
                                                ghost_parts, strict=True):
             # the interior blocks need no ghost: their task runs while the ghosts arrive
             inside = set(tile)
-            inner = [i for i, b in enumerate(tile)
-                     if set(stencil.neighbours(b, self.mesh)) <= inside]
-            edge = [i for i in range(len(tile)) if i not in set(inner)]
-            parts = [(part, (), ()) if part is inner else (part, blocks, futures)
-                     for part in (inner, edge) if part]
+            interior = [set(stencil.neighbours(b, self.mesh)) <= inside for b in tile]
+            inner = [i for i, x in enumerate(interior) if x]
+            edge = [i for i, x in enumerate(interior) if not x]
+            parts = [x for x in ((inner, (), ()), (edge, blocks, futures)) if x[0]]
             done = [self.client.submit(threads.run, _stencil, p, tile, self.mesh, coefficient,
                                        eps, max_rank, method, part, gb, *gf, workers=[w],
                                        allow_other_workers=True, pure=False)

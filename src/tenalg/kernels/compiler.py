@@ -52,9 +52,7 @@ _worker = None
 _errors = []
 _ready = set()  # (kernel id, key) known to be ready (see ready_for)
 _siblings = {}  # kernel id -> the kernels compiled with it (see siblings)
-_SCALARS = {bool: "bool", float: "float", complex: "complex"}  # describe()'s names
-_TYPES = {"int": types.int64, "bool": types.boolean, "float": types.float64,
-          "complex": types.complex128}
+_SCALARS = {bool: types.boolean, float: types.float64, complex: types.complex128}
 
 
 def mode():
@@ -71,13 +69,14 @@ def ready(kernel, signature, key=None):
     train's rounding)."""
     if key is not None and (id(kernel), key) in _ready:
         return True
-    if kernel.overloads or mode() == "wait":  # else nothing is compiled: not this either
+    wait = mode() == "wait"
+    if kernel.overloads or wait:  # else nothing is compiled: not this either
         signature = numba_types(signature)
         if signature in kernel.overloads:
             if key is not None:
                 _ready.add((id(kernel), key))
             return True
-        if mode() == "wait":
+        if wait:
             kernel.compile(signature)
             return True
     with _lock:
@@ -105,7 +104,8 @@ def ready_for(kernel, args, key=None):
 
 def describe(value):
     """A hashable stand-in for the Numba type of the argument ``value``, cheaper to make
-    than the type: Numba's typeof took 10-20 us an array, 0.2 ms of a first ``ta.sum``.
+    than the type: an array's dtype, rank, layout and writeability (Numba's typeof took
+    10-20 us an array, 0.2 ms of a first ``ta.sum``); a scalar's Numba type itself.
 
     >>> describe(np.zeros((2, 3)).T), numba_types((describe(7),))
     ((dtype('float64'), 2, 'F', False), (int64,))
@@ -115,9 +115,11 @@ def describe(value):
         layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
         return value.dtype, value.ndim, layout, not flags.writeable
     if type(value) is int and -2**63 <= value < 2**63:
-        return "int"
+        return types.int64
+    if type(value) in _SCALARS:
+        return _SCALARS[type(value)]
     try:  # as the dispatcher reads it (Dispatcher.typeof_pyval)
-        return _SCALARS.get(type(value)) or typeof(value, Purpose.argument) or types.pyobject
+        return typeof(value, Purpose.argument) or types.pyobject
     except ValueError:
         return types.pyobject
 
@@ -132,7 +134,7 @@ def _numba_type(described):
     if type(described) is tuple:
         dtype, ndim, layout, readonly = described
         return types.Array(from_dtype(dtype), ndim, layout, readonly=readonly)
-    return _TYPES.get(described, described)
+    return described  # a scalar's stand-in is its Numba type
 
 
 def siblings(*kernels):

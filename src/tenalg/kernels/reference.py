@@ -54,7 +54,7 @@ def maximum(a, b):
 
 
 BINARY = {Binary.ADD: np.add, Binary.MUL: np.multiply, Binary.MIN: minimum, Binary.MAX: maximum}
-_UFUNCS = {Binary.ADD: np.add, Binary.MUL: np.multiply}  # the ops that write into an out=
+_UFUNCS = {op: f for op, f in BINARY.items() if isinstance(f, np.ufunc)}  # take an out=
 
 
 def load(x, unary, compute):
@@ -135,8 +135,10 @@ def _accumulate(out, inputs, unaries, scalars, ops, compute):
     for k, (x, u, s) in enumerate(zip(inputs, unaries, scalars, strict=True)):
         y = load(x, u, compute)
         if s != 1:
-            if k == 0 or (y is not x and type(y) is np.ndarray):  # a copy of x: ours
-                target = out if k == 0 else y
+            if k == 0:
+                target = out
+            elif y is not x and type(y) is np.ndarray:  # a copy of x: ours to overwrite
+                target = y
             else:
                 scratch = np.empty(out.shape, compute) if scratch is None else scratch
                 target = scratch

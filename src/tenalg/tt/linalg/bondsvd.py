@@ -133,8 +133,7 @@ def lq(m, gram=True):
             c, inv, plain = certified_cholesky(products, trace, err, x, accepted(m.dtype))
         ok, width = plain, rows
         if not ok.all():
-            c, inv, ok, ranks = rank_revealing(x, products, err, c, inv, ok,
-                                               accepted(m.dtype), unit_roundoff(m.dtype))
+            c, inv, ok, ranks = rank_revealing(x, products, err, c, inv, ok, m.dtype)
             width = int(ranks.max()) if ok.all() else rows
         if ok.any():
             l, f, b = _finish(m, c, inv, ok, width)

@@ -103,13 +103,13 @@ def second_pass(x, c1, inv1, eta=ETA):
     return np.matmul(c1, c2), np.matmul(inv2, inv1), ok
 
 
-def rank_revealing(x, products, err, c, inv, ok, eta=ETA, roundoff=None):
+def rank_revealing(x, products, err, c, inv, ok, storage=None):
     """The LQ of the trains where the Cholesky path declined (rank-deficient M, as every
     bond of an exact X + X), rank-revealing: L (rows, k) and F (k, rows) zero past each
-    train's rank k, with the rows of F M orthonormal to eta, kept where the residual M -
-    L F M, formed explicitly, is at the roundoff of a Householder QR (SAFETY rows u
-    ||M||_F, u the ``roundoff`` of the result's storage, by default x's): dropping it
-    changes M no more than LAPACK's QR would. By pivoted Cholesky
+    train's rank k, with the rows of F M orthonormal to :func:`accepted` of the result's
+    ``storage`` dtype (by default x's), kept where the residual M - L F M, formed
+    explicitly, is at the roundoff of a Householder QR in that storage (SAFETY rows u
+    ||M||_F): dropping it changes M no more than LAPACK's QR would. By pivoted Cholesky
     (:func:`_pivoted_lq`), else (complex data, or while its kernel compiles) by the
     eigendecomposition (:func:`_eigh_lq`). Fills ``c``, ``inv`` and ``ok`` (fresh where
     None) for those trains, and returns them with each train's rank (rows for the
@@ -121,7 +121,8 @@ def rank_revealing(x, products, err, c, inv, ok, eta=ETA, roundoff=None):
     todo = np.flatnonzero(~ok)
     every = len(todo) == g  # (exact X + X: every train) no copies of the stack
     xs, gram, e = (x, products, err) if every else (x[todo], products[todo], err[todo])
-    roundoff = unit_roundoff(x.dtype) if roundoff is None else roundoff
+    storage = x.dtype if storage is None else storage
+    eta, roundoff = accepted(storage), unit_roundoff(storage)
     found = _pivoted_lq(xs, gram, e, eta, roundoff) if x.dtype == np.float64 else None
     l, f, good, k = _eigh_lq(xs, gram, e, eta, roundoff) if found is None else found
     if not good.any():
