@@ -171,7 +171,7 @@ def _w3_ops(nworkers, quick):
     b = c.persist(da.random.default_rng(1).random((n, d, d, d, d), chunks=chunks))
     state = {}
     limit = tad.memory_limit_of(min(w["memory_limit"] for w in
-                                    c.scheduler_info()["workers"].values()))
+                                    tad.cluster.workers(c).values()))
 
     def run(make):
         y = make()

@@ -10,6 +10,7 @@ Dask is imported only here: ``import tenalg`` never imports it. The same code ru
 4.0
 """
 
+from . import cluster
 from .backend import BACKEND
 from .backend import DaskBackend
 from .backend import run_operation

@@ -25,6 +25,7 @@ from opt_einsum import parser
 from .. import api
 from ..einsum import einsum as _ta_einsum
 from ..errors import OperationError
+from . import cluster
 from .blockwise import blockwise
 
 try:  # a running client tells the workers' memory limits
@@ -46,7 +47,7 @@ def memory_limit_of(memory_limit=None):
         return parse_bytes(memory_limit) if isinstance(memory_limit, str) else int(memory_limit)
     if get_client is not None:
         try:
-            workers = get_client().scheduler_info()["workers"].values()
+            workers = cluster.workers(get_client()).values()
             limits = [w.get("memory_limit") or 0 for w in workers]
             if limits and min(limits) > 0:
                 return int(min(limits))

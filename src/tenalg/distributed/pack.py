@@ -30,7 +30,12 @@ import numpy as np
 from .. import tt
 from ..errors import OperationError
 from ..tt.train import LazySum
-from . import measure, stencil, threads  # measure: registers the byte sizes of trains on workers
+from . import (
+    cluster,
+    measure,  # registers the byte sizes of trains on workers
+    stencil,
+    threads,
+)
 from .futures import first_failure
 
 _ = measure
@@ -142,7 +147,7 @@ class DistributedPack:
         mesh = (nblocks,) if mesh is None else tuple(mesh)
         if int(np.prod(mesh)) != nblocks:
             raise OperationError(f"a mesh {mesh} does not hold {nblocks} blocks")
-        workers = list(workers or sorted(client.scheduler_info()["workers"]))
+        workers = list(workers or sorted(cluster.workers(client)))
         tiles = stencil.split_rows(mesh, len(workers))
         return mesh, tiles, workers[: len(tiles)]
 
@@ -171,7 +176,7 @@ class DistributedPack:
     # -- running tasks ------------------------------------------------------------------
     def _homes(self):
         """Each tile's worker; a tile whose worker is gone moves to a live one."""
-        alive = sorted(self.client.scheduler_info()["workers"])
+        alive = sorted(cluster.workers(self.client))
         return [w if w in alive or not alive else alive[i % len(alive)]
                 for i, w in enumerate(self.workers)]
 

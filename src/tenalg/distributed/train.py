@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import tt
 from ..errors import OperationError
-from . import threads
+from . import cluster, threads
 from .futures import first_failure
 
 
@@ -126,7 +126,7 @@ class DistributedTrain:
 
     @classmethod
     def _workers(cls, client, workers):
-        return list(workers or sorted(client.scheduler_info()["workers"]))
+        return list(workers or sorted(cluster.workers(client)))
 
     @classmethod
     def from_train(cls, client, train, workers=None):
