@@ -106,3 +106,21 @@ def test_described_argument_types_are_the_dispatchers():
     for value in values:
         described = compiler.numba_types((compiler.describe(value),))
         assert described == (probe.typeof_pyval(value),), value
+
+
+def test_a_compilation_lets_calls_have_the_gil_often():
+    """While a kernel compiles off the thread, a call waits at most SWITCH_INTERVAL for
+    the GIL (Python's default, 5 ms, made calls during a compilation take 6-11 ms)."""
+    import numba
+
+    seen = []
+
+    class Kernel:
+        overloads = {}
+
+        def compile(self, signature):
+            seen.append(sys.getswitchinterval())
+
+    before = sys.getswitchinterval()
+    compiler._compile(Kernel(), (numba.float64,))
+    assert seen == [compiler.SWITCH_INTERVAL] and sys.getswitchinterval() == before

@@ -9,7 +9,9 @@ once it is ready. Compiled code loads from Numba's on-disk cache where it is the
 (:mod:`tenalg.kernels.jit` says where that is), which is fast but also off the thread.
 
 The environment variable ``TENALG_COMPILE`` chooses: "background" (the default) or
-"wait" (compile on the calling thread, as Numba does by itself). The thread is started
+"wait" (compile on the calling thread, as Numba does by itself). The same thread also
+takes Python work that a call may leave for later (:func:`later`: the plan of a front
+end's first call on a new layout, whose answer NumPy gives meanwhile). The thread is started
 when this module is imported (a first call would wait for it to run) and begins a
 compilation START_DELAY after it was queued (when it was idle), so the call that
 queued it runs uncontended. :func:`wait` waits for
@@ -31,6 +33,7 @@ under a temporary name, so nothing half-written is left behind.
 import functools
 import os
 import queue
+import sys
 import threading
 import time
 
@@ -42,9 +45,11 @@ from numba.np.numpy_support import from_dtype
 
 MODES = ("background", "wait")
 START_DELAY = 0.1  # seconds from the first queued compilation after a pause to its start
+SWITCH_INTERVAL = 0.0005  # seconds: how long a call waits for the GIL while a kernel compiles
 
 _queue = queue.Queue()
-_queued = set()  # (kernel id, signature) queued or being compiled
+_queued = set()  # (kernel id, signature) queued or being compiled; keys of later work
+_failed = set()  # keys of later work that raised: their callers do it themselves
 _lock = threading.Lock()
 _busy = threading.Lock()  # held while a compilation runs
 _idle = threading.Condition(_lock)
@@ -81,12 +86,48 @@ def ready(kernel, signature, key=None):
             return True
     with _lock:
         for each in (kernel, *_siblings.get(id(kernel), ())):
-            queued = (id(each), signature)
-            if queued not in _queued:
-                _queued.add(queued)
-                _queue.put((each, signature, queued))
+            _put((id(each), signature), functools.partial(_compile, each, signature))
         _start()
     return False
+
+
+def deferring(key):
+    """Whether work keyed ``key`` may be left to :func:`later`: in "background" mode, unless
+    that work raised there before (the caller then does it, and meets the error itself)."""
+    return key not in _failed and mode() != "wait"
+
+
+def later(key, job):
+    """Queue ``job()``, Python work a call can do without now (building a plan), on the
+    compiling thread, once while ``key`` (hashable) is queued or under way.  A job that
+    raises is dropped and its key no longer deferred (:func:`deferring`)."""
+    with _lock:
+        _put(("later", key), functools.partial(_run_later, key, job))
+        _start()
+
+
+def _put(queued, job):
+    if queued not in _queued:
+        _queued.add(queued)
+        _queue.put((job, queued))
+
+
+def _run_later(key, job):
+    try:
+        job()
+    except Exception:  # noqa: BLE001 - the caller does the work again and raises there
+        _failed.add(key)
+
+
+def _compile(kernel, signature):
+    signature = numba_types(signature)
+    if signature not in kernel.overloads:
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL)
+        try:
+            kernel.compile(signature)
+        finally:
+            sys.setswitchinterval(interval)
 
 
 def ready_for(kernel, args, key=None):
@@ -173,7 +214,7 @@ def _start():
 def _compile_forever():
     idle = True  # the thread starts idle, and is again when its queue runs empty
     while True:
-        kernel, signature, key = _queue.get()
+        job, key = _queue.get()
         if idle:
             # the call that queued it runs its twin first, uncontended: compiling holds
             # the GIL for most of its seconds, and a first ta.sum took 5.3 ms beside it
@@ -181,9 +222,7 @@ def _compile_forever():
             time.sleep(START_DELAY)
         try:
             with _busy:
-                signature = numba_types(signature)
-                if signature not in kernel.overloads:
-                    kernel.compile(signature)
+                job()
         except Exception as error:  # noqa: BLE001 - kept for wait(); the call ran its twin
             _errors.append(error)
         finally:
