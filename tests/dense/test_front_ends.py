@@ -1,5 +1,6 @@
 """Front ends: sum, trace, partial_trace, diagonal, norm, inner_product, explain."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -177,7 +178,7 @@ def test_norm_scales_huge_and_tiny_values():
         for view in (x, x.T, x[:, ::2]):  # contiguous (a kernel of squares) or not (a copy)
             exact = np.linalg.norm(view.astype(np.complex128).ravel())  # rounded to x's
             rel = 1e-13 if dtype in (np.float64, np.complex128) else float(  # precision
-                np.finfo(ta.norm(view).dtype).eps)
+                ml_dtypes.finfo(ta.norm(view).dtype).eps)
             assert ta.norm_host(view) == pytest.approx(exact, rel=rel, abs=0)
     f = np.full(4, 1.5e38, np.float32)  # the squares overflow float32, the norm does not
     assert float(ta.norm(f)) == pytest.approx(3e38, rel=1e-6) and ta.norm(f).dtype == np.float32
