@@ -23,6 +23,11 @@ assert "compiling off the thread" in plan.explain()
 assert float(ta.norm(x)) == pytest_approx(np.linalg.norm(x))  # (norm's kernel: NumPy)
 m = np.random.default_rng(1).standard_normal((2048, 2048))
 assert abs(ta.trace(m) - np.trace(m)) < 1e-9  # the direct backend's strided sums
+from tenalg import calls
+s = np.random.default_rng(2).standard_normal((32, 40))
+key = (("sum", 1), s.shape, s.strides, s.dtype, None)
+assert np.allclose(ta.sum(s, axis=1), s.sum(axis=1))
+assert key not in calls._CALLS  # NumPy's sum answered; the plan is built off the thread
 if sys.argv[1] == "wait":  # (the threads a call takes follow the machine's load: a call
     for _ in range(3):     # on another count of threads may queue the other twin)
         assert compiler.wait(timeout=600)
@@ -30,6 +35,7 @@ if sys.argv[1] == "wait":  # (the threads a call takes follow the machine's load
         if plan.runner._calls:
             break
     assert plan.runner._calls, plan.explain()  # the kernel ran
+    assert key in calls._CALLS and np.allclose(ta.sum(s, axis=1), s.sum(axis=1))
 print("ok")
 """
 

@@ -102,3 +102,10 @@ def test_a_plan_that_fails_off_the_thread_fails_in_the_next_call(background, mon
     assert not compiler.deferring(_sum_key(x, 1))
     with pytest.raises(ta.OperationError, match="no plan"):
         ta.sum(x, axis=1)
+
+
+def test_a_full_queue_plans_the_first_call(background, monkeypatch):
+    monkeypatch.setattr(compiler, "MAX_QUEUED", 0)  # (queued jobs hold their arrays)
+    x = np.ones((3, 5))
+    assert ta.sum(x, axis=0).tolist() == [3.0] * 5
+    assert _sum_key(x, 0) in calls._CALLS

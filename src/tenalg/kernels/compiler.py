@@ -45,6 +45,7 @@ from numba.np.numpy_support import from_dtype
 
 MODES = ("background", "wait")
 START_DELAY = 0.1  # seconds from the first queued compilation after a pause to its start
+MAX_QUEUED = 64  # jobs queued, past which calls do their work themselves
 SWITCH_INTERVAL = 0.0005  # seconds: how long a call waits for the GIL while a kernel compiles
 
 _queue = queue.Queue()
@@ -92,9 +93,10 @@ def ready(kernel, signature, key=None):
 
 
 def deferring(key):
-    """Whether work keyed ``key`` may be left to :func:`later`: in "background" mode, unless
-    that work raised there before (the caller then does it, and meets the error itself)."""
-    return key not in _failed and mode() != "wait"
+    """Whether work keyed ``key`` may be left to :func:`later`: in "background" mode, with
+    fewer than MAX_QUEUED jobs queued (a queued job holds its arguments), unless that work
+    raised there before (the caller then does it, and meets the error itself)."""
+    return len(_queued) < MAX_QUEUED and key not in _failed and mode() != "wait"
 
 
 def later(key, job):
