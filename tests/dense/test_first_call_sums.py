@@ -58,6 +58,7 @@ def test_first_call_is_numpy_and_the_plan_agrees(case):
         assert compiler.wait(timeout=600)
     expected = np.sum(x, axis=axis)
     assert type(first) is np.ndarray and type(planned) is np.ndarray
+    assert first.flags.writeable and not np.shares_memory(first, x)
     assert (first.shape, first.dtype, first.strides) == (
         planned.shape, planned.dtype, planned.strides)
     scale = np.sum(np.abs(x), axis=axis) + 1
