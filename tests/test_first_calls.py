@@ -52,7 +52,7 @@ def _run(mode, cache):
 def test_first_calls_with_an_empty_cache_run_numpy_and_exit_without_waiting(tmp_path):
     _run("exit", tmp_path)  # the compiling thread is abandoned at exit
     leftovers = [p.name for p in tmp_path.rglob("*") if p.suffix not in (".nbi", ".nbc", "")]
-    assert leftovers == []  # no temporary file of a half-written cache entry
+    assert leftovers == ["tenalg-compile.lock"]  # no temporary file of a half-written entry
 
 
 def test_the_kernel_takes_over_once_compiled(tmp_path):
@@ -130,3 +130,66 @@ def test_a_compilation_lets_calls_have_the_gil_often():
     before = sys.getswitchinterval()
     compiler._compile(Kernel(), (numba.float64,))
     assert seen == [compiler.SWITCH_INTERVAL] and sys.getswitchinterval() == before
+
+
+def _lock_held_elsewhere(path):
+    """Whether another open file description holds the lock on ``path``."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def test_compilations_hold_the_cache_lock(tmp_path, monkeypatch):
+    """Off the thread or on it, a kernel compiles holding the lock file beside the cache
+    (processes compiling into one cache at once garble Numba's index)."""
+    import numba
+
+    monkeypatch.setattr(compiler, "_lock_path", str(tmp_path / "tenalg-compile.lock"))
+    held = []
+
+    class Kernel:
+        overloads = {}
+
+        def compile(self, signature):
+            held.append(_lock_held_elsewhere(compiler._lock_path))
+
+    compiler._compile(Kernel(), (numba.float64,))
+    assert compiler.ready(Kernel(), (numba.int64,), now=True)
+    assert held == [True, True] and not _lock_held_elsewhere(compiler._lock_path)
+
+
+def test_the_cache_lock_excludes_other_processes(tmp_path):
+    lock = tmp_path / "tenalg-compile.lock"
+    code = textwrap.dedent(f"""
+        import sys, time
+        from tenalg.kernels import compiler
+        compiler.lock_cache({str(lock)!r})
+        with compiler.cache_locked():
+            print("locked", flush=True)
+            sys.stdin.readline()  # until the test says so
+        """)
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "locked"
+        assert _lock_held_elsewhere(lock)
+        child.stdin.write("\n")
+        child.stdin.flush()
+        assert child.wait(timeout=60) == 0
+        assert not _lock_held_elsewhere(lock)
+    finally:
+        child.kill()
+
+
+def test_an_unwritable_lock_file_locks_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(compiler, "_lock_path", str(tmp_path / "missing" / "lock"))
+    with compiler.cache_locked():
+        pass
+    assert not (tmp_path / "missing").exists()

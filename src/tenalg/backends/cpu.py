@@ -69,8 +69,9 @@ class CpuRunner(StridedRunner):
         if call is None:
             call = self._new_call(out, arrays, scalars)
             call = None if call is None else call.rebased((out, *arrays))
-        if call is not None and self._twin is not None and not compiler.ready_for(
-                call.kernel, call.arguments((out, *arrays), tuple(scalars.values()))):
+        if call is not None and not compiler.ready_for(  # (no twin: compiled now)
+                call.kernel, call.arguments((out, *arrays), tuple(scalars.values())),
+                now=self._twin is None):
             self._compiling[key] = call
             return _COMPILING
         self._compiling.pop(key, None)

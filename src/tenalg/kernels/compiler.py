@@ -15,7 +15,9 @@ end's first call on a new layout, whose answer NumPy gives meanwhile). The threa
 when this module is imported (a first call would wait for it to run) and begins a
 compilation START_DELAY after it was queued (when it was idle), so the call that
 queued it runs uncontended. :func:`wait` waits for
-everything queued (``tenalg compile`` and the benchmarks use it). A fork waits for the
+everything queued (``tenalg compile`` and the benchmarks use it). Compilations into a
+shared on-disk cache take a file lock (:func:`lock_cache`), so that processes compiling
+at once (Dask's workers, a pool) do not garble Numba's index. A fork waits for the
 compilation under way (a child must not inherit Numba's compiler lock held by a thread
 it does not have); at exit the thread is abandoned: Numba writes each cache file whole,
 under a temporary name, so nothing half-written is left behind.
@@ -30,6 +32,7 @@ under a temporary name, so nothing half-written is left behind.
 (True, True, 42)
 """
 
+import contextlib
 import functools
 import os
 import queue
@@ -37,6 +40,10 @@ import sys
 import threading
 import time
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: compilations lock nothing
+    fcntl = None
 import numpy as np
 from numba import typeof
 from numba.core import types
@@ -52,13 +59,14 @@ _queue = queue.Queue()
 _queued = set()  # (kernel id, signature) queued or being compiled; keys of later work
 _failed = set()  # keys of later work that raised: their callers do it themselves
 _lock = threading.Lock()
-_busy = threading.Lock()  # held while a compilation runs
+_busy = threading.Lock()  # held while a job (a compilation, later work) runs
 _idle = threading.Condition(_lock)
 _worker = None
 _errors = []
 _ready = set()  # (kernel id, key) known to be ready (see ready_for)
 _siblings = {}  # kernel id -> the kernels compiled with it (see siblings)
 _SCALARS = {bool: types.boolean, float: types.float64, complex: types.complex128}
+_lock_path = None  # the file compilations lock (lock_cache), None: none
 
 
 def mode():
@@ -67,15 +75,15 @@ def mode():
     return value if value in MODES else "background"
 
 
-def ready(kernel, signature, key=None):
+def ready(kernel, signature, key=None, now=False):
     """Whether ``kernel`` (a Numba dispatcher) is compiled for ``signature`` (a tuple of
     Numba types, or of :func:`describe`'s stand-ins); if it is not, its compilation is
-    queued (in "wait" mode: done now).  A hashable ``key`` standing for the signature
-    skips the lookup once ready (hashing Numba types costs microseconds, 9 times a small
-    train's rounding)."""
+    queued (in "wait" mode, or ``now``: done on this thread).  A hashable ``key``
+    standing for the signature skips the lookup once ready (hashing Numba types costs
+    microseconds, 9 times a small train's rounding)."""
     if key is not None and (id(kernel), key) in _ready:
         return True
-    wait = mode() == "wait"
+    wait = now or mode() == "wait"
     if kernel.overloads or wait:  # else nothing is compiled: not this either
         signature = numba_types(signature)
         if signature in kernel.overloads:
@@ -83,7 +91,7 @@ def ready(kernel, signature, key=None):
                 _ready.add((id(kernel), key))
             return True
         if wait:
-            kernel.compile(signature)
+            _compile(kernel, signature)
             return True
     with _lock:
         for each in (kernel, *_siblings.get(id(kernel), ())):
@@ -122,17 +130,50 @@ def _run_later(key, job):
 
 
 def _compile(kernel, signature):
+    """Compile (or load from the cache) ``kernel`` for ``signature`` under the cache's
+    lock, letting other threads have the GIL every SWITCH_INTERVAL meanwhile."""
     signature = numba_types(signature)
     if signature not in kernel.overloads:
         interval = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL)
         try:
-            kernel.compile(signature)
+            with cache_locked():
+                kernel.compile(signature)
         finally:
             sys.setswitchinterval(interval)
 
 
-def ready_for(kernel, args, key=None):
+def lock_cache(path):
+    """Compilations lock the file ``path`` (in the on-disk cache; None: nothing) against
+    other processes.  Numba reads a function's index of cached signatures, adds its own
+    and writes it back unlocked: two processes that compile signatures of one function at
+    once can both name their code file 1, and a third then runs one signature's machine
+    code on the other's arguments (numba issue 10128; here, one round in six of six
+    processes compiling at once ended in "can't unbox array").  Locked, the second
+    process finds the first's kernels in the cache and loads them."""
+    global _lock_path
+    _lock_path = path
+
+
+@contextlib.contextmanager
+def cache_locked():
+    """Hold the cache's lock (:func:`lock_cache`); a lock file that cannot be opened (a
+    read-only cache) locks nothing."""
+    try:
+        fd = None if _lock_path is None or fcntl is None else os.open(
+            _lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        fd = None
+    try:
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a fresh descriptor: a forked child's is its own
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # (which releases the lock)
+
+
+def ready_for(kernel, args, key=None, now=False):
     """:func:`ready` for the types of the arguments ``args`` (as the kernel's dispatcher
     reads them); anything that is not a Numba dispatcher is ready.  ``key``, hashable and
     cheap, stands for those types (None: their description); once ready, a key is not
@@ -142,7 +183,7 @@ def ready_for(kernel, args, key=None):
     if not hasattr(kernel, "overloads"):
         return True
     signature = tuple(map(describe, args))
-    return ready(kernel, signature, signature if key is None else key)
+    return ready(kernel, signature, signature if key is None else key, now)
 
 
 def describe(value):

@@ -117,6 +117,12 @@ if CACHE_DIRECTORY is not None:
     else:  # pragma: no cover - a Numba without them: run uncached
         CACHE_PLACE, CACHE_DIRECTORY = "none", None
 CACHE = CACHE_PLACE != "none"
+# the file that compilations lock (kernels.compiler.lock_cache), beside the cache
+_LOCK_DIRECTORY = {"NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR"),
+                   "package": Path(__file__).parent / "__pycache__"}.get(CACHE_PLACE,
+                                                                         CACHE_DIRECTORY)
+compiler.lock_cache(None if _LOCK_DIRECTORY is None
+                    else os.path.join(_LOCK_DIRECTORY, "tenalg-compile.lock"))
 if CACHE_PLACE in ("temporary", "none"):
     warnings.warn(
         "tenalg: no writable cache for compiled kernels (tried NUMBA_CACHE_DIR, the "

@@ -255,7 +255,7 @@ def strided_sums(dtype, n, step, lanes):
         threads = min(thread_count(), n // 2) if parallel else 1
         kernel = _STRIDED_SUMS[threads == 1]
         args = (a.reshape(-1), params, threads, out.reshape(-1))
-        if not wait and not compiler.ready_for(kernel, args, a.flags.writeable):
+        if not compiler.ready_for(kernel, args, a.flags.writeable, now=wait):
             return False
         kernel(*args)
         return True
