@@ -1,6 +1,6 @@
-"""A sum's first call on a new layout is NumPy's answer, its plan built off the thread
-(``calls.call``'s ``first``, :func:`tenalg.kernels.compiler.later`); later calls run the
-plan.  Both give the same values, shape, dtype and layout."""
+"""A sum's or trace's first call on a new layout is NumPy's answer, its plan built off
+the thread (``calls.call``'s ``first``, :func:`tenalg.kernels.compiler.later`); later
+calls run the plan.  Both give the same values, shape, dtype and layout."""
 
 import numpy as np
 import pytest
@@ -43,27 +43,72 @@ def sums(draw):
     return values(np.random.default_rng(draw(st.integers(0, 2**32 - 1))), shape, dtype), axis
 
 
-@settings(max_examples=60, deadline=None)
-@given(case=sums())
-def test_first_call_is_numpy_and_the_plan_agrees(case):
-    x, axis = case
+@st.composite
+def traces(draw):
+    """(array, pairs): disjoint axis pairs of an array of rank 2 to 6, negative axes too."""
+    rank = draw(st.integers(2, 6))
+    shape = tuple(draw(st.lists(st.integers(0, 5), min_size=rank, max_size=rank)))
+    axes = draw(st.permutations(range(rank)))
+    count = draw(st.integers(1, rank // 2))
+    pairs = tuple((axes[2 * k] - draw(st.sampled_from([0, rank])), axes[2 * k + 1])
+                  for k in range(count))
+    dtype = draw(st.sampled_from(FIRST_TYPES))
+    x = values(np.random.default_rng(draw(st.integers(0, 2**32 - 1))), shape, dtype)
+    return x, pairs
+
+
+def _first_then_planned(run, key):
+    """``run()``'s first call (NumPy's: nothing planned yet) and a planned one."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TENALG_COMPILE", "background")
         mp.setattr(calls, "_CALLS", {})
-        first = ta.sum(x, axis=axis)
-        assert _sum_key(x, axis) not in calls._CALLS  # NumPy answered; no plan yet
+        first = run()
+        assert key not in calls._CALLS  # NumPy answered; no plan yet
         assert compiler.wait(timeout=600)
-        assert _sum_key(x, axis) in calls._CALLS  # planned on the compiling thread
-        planned = ta.sum(x, axis=axis)
+        assert key in calls._CALLS  # planned on the compiling thread
+        planned = run()
         assert compiler.wait(timeout=600)
-    expected = np.sum(x, axis=axis)
+    return first, planned
+
+
+def _agree(first, planned, expected, scale, dtype, x):
     assert type(first) is np.ndarray and type(planned) is np.ndarray
     assert first.flags.writeable and not np.shares_memory(first, x)
     assert (first.shape, first.dtype, first.strides) == (
         planned.shape, planned.dtype, planned.strides)
-    scale = np.sum(np.abs(x), axis=axis) + 1
-    assert np.all(np.abs(first - expected) <= tolerance(x.dtype) * scale)
-    assert np.all(np.abs(planned - first) <= tolerance(x.dtype) * scale)
+    assert np.all(np.abs(first - expected) <= tolerance(dtype) * scale)
+    assert np.all(np.abs(planned - first) <= tolerance(dtype) * scale)
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=sums())
+def test_first_sum_is_numpy_and_the_plan_agrees(case):
+    x, axis = case
+    first, planned = _first_then_planned(lambda: ta.sum(x, axis=axis), _sum_key(x, axis))
+    _agree(first, planned, np.sum(x, axis=axis), np.sum(np.abs(x), axis=axis) + 1, x.dtype, x)
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=traces())
+def test_first_trace_is_numpy_and_the_plan_agrees(case):
+    x, pairs = case
+    axes = [(i % x.ndim, j % x.ndim) for i, j in pairs]
+    index, letters = [slice(None)] * x.ndim, list("abcdef"[:x.ndim])
+    for i, j in axes:  # the leading square of each pair, one label for both its axes
+        index[i] = index[j] = slice(0, min(x.shape[i], x.shape[j]))
+        letters[j] = letters[i]
+    traced = {k for pair in axes for k in pair}
+    spec = "".join(letters) + "->" + "".join(
+        letters[k] for k in range(x.ndim) if k not in traced)
+    square = x[tuple(index)]
+    expected, scale = np.einsum(spec, square), np.einsum(spec, np.abs(square)) + 1
+    key = (("partial_trace", pairs), x.shape, x.strides, x.dtype, None)
+    first, planned = _first_then_planned(lambda: ta.partial_trace(x, pairs), key)
+    _agree(first, planned, expected, scale, x.dtype, x)
+    if len(pairs) == 1:
+        key = (("trace", pairs), x.shape, x.strides, x.dtype, None)
+        first, planned = _first_then_planned(lambda: ta.trace(x, *pairs[0]), key)
+        _agree(first, planned, expected, scale, x.dtype, x)
 
 
 @pytest.mark.parametrize("x", [
