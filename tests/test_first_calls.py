@@ -193,3 +193,19 @@ def test_an_unwritable_lock_file_locks_nothing(tmp_path, monkeypatch):
     with compiler.cache_locked():
         pass
     assert not (tmp_path / "missing").exists()
+
+
+def test_overlapping_compilations_restore_the_switch_interval():
+    """Two compilations that overlap (the thread's and a caller's in "wait" mode) leave
+    Python's own interval behind them, whichever ends first."""
+    before = sys.getswitchinterval()
+    first, second = compiler._often_switching.held(), compiler._often_switching.held()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert sys.getswitchinterval() == compiler.SWITCH_INTERVAL
+    second.__exit__(None, None, None)
+    assert sys.getswitchinterval() == before
+    compiler._often_switching.held().__enter__()  # then a fork: the holder is not there
+    compiler._often_switching.forget_holders()
+    assert compiler._often_switching.holders == 0 and sys.getswitchinterval() == before

@@ -28,7 +28,7 @@ outside = faults()
 with heap.kept():
     faults()
     inside = faults()
-print(outside, inside, faults(), heap._active)
+print(outside, inside, faults(), heap._KEPT.holders)
 """
 
 
@@ -53,7 +53,7 @@ def test_a_process_started_without_the_setting_is_left_alone():
 
 def test_tasks_on_a_worker_run_within_kept(client):
     def seen():
-        return heap._active, heap._MALLOPT is not None
+        return heap._KEPT.holders, heap._MALLOPT is not None
 
     inside = client.submit(threads.run, seen, pure=False).result()
     after = client.submit(seen, pure=False).result()

@@ -14,7 +14,7 @@ glibc then adapts its thresholds by itself. Elsewhere than on glibc, nothing cha
 
 >>> with kept():
 ...     total = sum(range(10))
->>> total, _active
+>>> total, _KEPT.holders
 (45, 0)
 """
 
@@ -23,16 +23,13 @@ import ctypes
 import ctypes.util
 import os
 import sys
-import threading
+
+from ..shared_setting import SharedSetting
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (glibc's malloc.h)
 KEEP_TRIM = 1 << 30
 KEEP_MMAP = 32 << 20  # glibc's largest mmap threshold on 64-bit systems
 _DEFAULT = 128 << 10  # glibc's fixed threshold of either kind once one is set
-
-_lock = threading.Lock()
-_active = 0  # tasks inside kept() now
-
 
 def _mallopt():
     """glibc's ``mallopt``, where this process runs on glibc with fixed thresholds."""
@@ -55,24 +52,20 @@ def _mallopt():
 _MALLOPT, _RESTORE = _mallopt()
 
 
-@contextlib.contextmanager
+def _keep():
+    _MALLOPT(M_MMAP_THRESHOLD, KEEP_MMAP)
+    _MALLOPT(M_TRIM_THRESHOLD, KEEP_TRIM)
+
+
+def _give_back(_):
+    for parameter, value in _RESTORE.items():
+        _MALLOPT(parameter, value)
+
+
+_KEPT = SharedSetting(_keep, _give_back)
+
+
 def kept():
     """Within: freed memory up to 32 MiB a block stays in the heap (tasks on several
     threads share one setting: the last one out restores the process's)."""
-    global _active
-    if _MALLOPT is None:
-        yield
-        return
-    with _lock:
-        _active += 1
-        if _active == 1:
-            _MALLOPT(M_MMAP_THRESHOLD, KEEP_MMAP)
-            _MALLOPT(M_TRIM_THRESHOLD, KEEP_TRIM)
-    try:
-        yield
-    finally:
-        with _lock:
-            _active -= 1
-            if _active == 0:
-                for parameter, value in _RESTORE.items():
-                    _MALLOPT(parameter, value)
+    return contextlib.nullcontext() if _MALLOPT is None else _KEPT.held()

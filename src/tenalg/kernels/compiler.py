@@ -50,6 +50,8 @@ from numba.core import types
 from numba.core.typing.typeof import Purpose
 from numba.np.numpy_support import from_dtype
 
+from ..shared_setting import SharedSetting
+
 MODES = ("background", "wait")
 START_DELAY = 0.1  # seconds from the first queued compilation after a pause to its start
 MAX_QUEUED = 64  # jobs queued, past which calls do their work themselves
@@ -134,13 +136,18 @@ def _compile(kernel, signature):
     lock, letting other threads have the GIL every SWITCH_INTERVAL meanwhile."""
     signature = numba_types(signature)
     if signature not in kernel.overloads:
-        interval = sys.getswitchinterval()
-        sys.setswitchinterval(SWITCH_INTERVAL)
-        try:
-            with cache_locked():
-                kernel.compile(signature)
-        finally:
-            sys.setswitchinterval(interval)
+        with _often_switching.held(), cache_locked():
+            kernel.compile(signature)
+
+
+def _switch_often():
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    return before
+
+
+# compilations on several threads (this one, callers in "wait" mode) share the interval
+_often_switching = SharedSetting(_switch_often, sys.setswitchinterval)
 
 
 def lock_cache(path):
@@ -148,7 +155,7 @@ def lock_cache(path):
     other processes.  Numba reads a function's index of cached signatures, adds its own
     and writes it back unlocked: two processes that compile signatures of one function at
     once can both name their code file 1, and a third then runs one signature's machine
-    code on the other's arguments (numba issue 10128; here, one round in six of six
+    code on the other's arguments (numba issue 10128; here, 3 rounds in 20 of six
     processes compiling at once ended in "can't unbox array").  Locked, the second
     process finds the first's kernels in the cache and loads them."""
     global _lock_path
@@ -292,6 +299,7 @@ def _after_fork_in_child():
     _idle = threading.Condition(_lock)
     _busy, _queue, _worker = threading.Lock(), queue.Queue(), None
     _queued.clear()
+    _often_switching.forget_holders()
 
 
 os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
