@@ -131,7 +131,8 @@ def call(arrays, out, key, build, *args, scalars=None, first=None):
             if first is not None and out is None and compiler.deferring(key):
                 answer = first(arrays, *args)
                 if answer is not None:
-                    compiler.later(key, functools.partial(_build, key, build, arrays, args))
+                    compiler.later(key, functools.partial(
+                        _build, key, build, tuple(map(_stand_in, arrays)), args))
                     return answer
             built = _build(key, build, arrays, args, out)
         plan, select = built
@@ -141,6 +142,13 @@ def call(arrays, out, key, build, *args, scalars=None, first=None):
         return plan.execute(*arrays) if out is None else plan.execute_into(out, *arrays)
     return (plan.execute(*arrays, **scalars) if out is None
             else plan.execute_into(out, *arrays, **scalars))
+
+
+def _stand_in(x):
+    """An array of ``x``'s layout over one element of its own, for planning, which reads
+    layouts only (never its elements): a queued plan does not keep ``x`` alive."""
+    return np.lib.stride_tricks.as_strided(np.empty(1, x.dtype), x.shape, x.strides,
+                                           writeable=False)
 
 
 def _build(key, build, arrays, args, out=None):

@@ -151,7 +151,21 @@ def test_a_plan_that_fails_off_the_thread_fails_in_the_next_call(background, mon
 
 
 def test_a_full_queue_plans_the_first_call(background, monkeypatch):
-    monkeypatch.setattr(compiler, "MAX_QUEUED", 0)  # (queued jobs hold their arrays)
+    monkeypatch.setattr(compiler, "MAX_QUEUED", 0)  # a thread this busy plans nothing more
     x = np.ones((3, 5))
     assert ta.sum(x, axis=0).tolist() == [3.0] * 5
     assert _sum_key(x, 0) in calls._CALLS
+
+
+def test_a_queued_plan_keeps_no_array_alive(background):
+    import gc
+    import weakref
+
+    x = np.ones((7, 9))
+    key, ref = _sum_key(x, 1), weakref.ref(x)
+    with compiler._busy:  # the compiling thread runs no job meanwhile
+        assert ta.sum(x, axis=1).tolist() == [9.0] * 7
+        del x
+        gc.collect()
+        assert ref() is None and key not in calls._CALLS
+    assert compiler.wait(timeout=600) and key in calls._CALLS

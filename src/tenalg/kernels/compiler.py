@@ -54,7 +54,7 @@ from ..shared_setting import SharedSetting
 
 MODES = ("background", "wait")
 START_DELAY = 0.1  # seconds from the first queued compilation after a pause to its start
-MAX_QUEUED = 64  # jobs queued, past which calls do their work themselves
+MAX_QUEUED = 64  # jobs queued, past which calls do their work themselves (a busy thread)
 SWITCH_INTERVAL = 0.0005  # seconds: how long a call waits for the GIL while a kernel compiles
 
 _queue = queue.Queue()
@@ -104,8 +104,8 @@ def ready(kernel, signature, key=None, now=False):
 
 def deferring(key):
     """Whether work keyed ``key`` may be left to :func:`later`: in "background" mode, with
-    fewer than MAX_QUEUED jobs queued (a queued job holds its arguments), unless that work
-    raised there before (the caller then does it, and meets the error itself)."""
+    fewer than MAX_QUEUED jobs queued, unless that work raised there before (the caller
+    then does it, and meets the error itself)."""
     return len(_queued) < MAX_QUEUED and key not in _failed and mode() != "wait"
 
 
