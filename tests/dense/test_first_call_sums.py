@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import tenalg as ta
 from tenalg import api, calls
+from tenalg.allocation import strides_match
 from tenalg.kernels import compiler
 
 from .strategies import tolerance, values
@@ -74,8 +75,10 @@ def _first_then_planned(run, key):
 def _agree(first, planned, expected, scale, dtype, x):
     assert type(first) is np.ndarray and type(planned) is np.ndarray
     assert first.flags.writeable and not np.shares_memory(first, x)
-    assert (first.shape, first.dtype, first.strides) == (
-        planned.shape, planned.dtype, planned.strides)
+    assert (first.shape, first.dtype) == (planned.shape, planned.dtype)
+    # the same layout (an axis of extent 1 may have any stride: NumPy's (2, 1) result of
+    # a (2, 2, 1, 2) float32 trace over (0, 3) had strides (4, 8), the plan's (4, 4))
+    assert strides_match(first.strides, planned.strides, first.shape)
     assert np.all(np.abs(first - expected) <= tolerance(dtype) * scale)
     assert np.all(np.abs(planned - first) <= tolerance(dtype) * scale)
 
