@@ -148,6 +148,27 @@ def test_run_workload_times_every_engine_and_checks():
     assert all(len(t) >= timing.MIN_ROUNDS for t in result.times.values())
 
 
+def test_run_workload_times_nothing_while_work_it_queued_is_pending(monkeypatch):
+    """A first call leaves its plan to the compiling thread, the next queues its kernel:
+    the runner calls again until a call queues nothing, then times."""
+    from tenalg.kernels import compiler
+
+    monkeypatch.setenv("TENALG_COMPILE", "background")
+    calls, pending_when_timed = [], []
+
+    def tenalg():
+        calls.append(len(calls))
+        if len(calls) <= 2:  # the first two calls queue work; the third and later do not
+            compiler.later(("bench test", len(calls)), lambda: time.sleep(0.05))
+        elif len(calls) == 4:
+            pending_when_timed.append(compiler.pending())
+        return np.arange(4.0)
+
+    runner.run_workload(fake(engines={"tenalg": tenalg, "numpy": lambda: np.arange(4.0)}),
+                        budget=0.001)
+    assert pending_when_timed == [0]
+
+
 def test_run_workload_gives_a_long_workload_its_own_budget():
     def slow():
         time.sleep(0.01)
