@@ -65,13 +65,20 @@ def certified_cholesky(products, trace, err, x, eta=ETA):
         c[bad], inv[bad], pd[bad], weight[bad] = smallchol.shifted_cholesky(products[bad],
                                                                             shift[bad])
     bound = (err + shift) * weight  # of the rows of C^-1 M's orthogonality error
-    ok = pd & (bound <= eta)  # False where NaN
-    # where the bound reaches 1, C^-1 M may be rank-deficient (every bond of an exact
-    # X + X) and a second pass cannot certify it
-    again = np.flatnonzero(pd & ~ok & (bound < 1))
+    return c, inv, _certify(x, c, inv, bound, eta, pd)
+
+
+def _certify(x, c, inv, bound, eta, usable):
+    """Whether each factor of ``usable`` makes the rows of C^-1 M orthonormal to ``eta``:
+    by the a-priori ``bound``, else, where that stays below 1, by a second pass
+    (:func:`second_pass`, whose factors replace those in ``c`` and ``inv``).  From 1 on,
+    C^-1 M may be rank-deficient (every bond of an exact X + X) and no second pass can
+    certify it."""
+    ok = usable & (bound <= eta)  # False where NaN
+    again = np.flatnonzero(usable & ~ok & (bound < 1))
     if len(again):
         c[again], inv[again], ok[again] = second_pass(x[again], c[again], inv[again], eta)
-    return c, inv, ok
+    return ok
 
 
 def second_pass(x, c1, inv1, eta=ETA):
@@ -151,21 +158,12 @@ def _pivoted_lq(x, products, err, eta, roundoff):
     if found is None:
         return None
     l, f, k = found
-    bound = err * squares(f)
     kept = (k >= 1) & _negligible(_residual(x, l, f), x, roundoff)
-    good = kept & (bound <= eta)
-    again = np.flatnonzero(kept & ~good & (bound < 1))
-    if len(again):
-        l[again], f[again], good[again] = second_pass(x[again], l[again], f[again], eta)
+    good = _certify(x, l, f, err * squares(f), eta, kept)
     redo = np.flatnonzero(~good)
     if len(redo) and x.shape[1] * x.shape[2] >= REDO_SIZE:
         l2, f2, k2 = smallchol.pivoted_cholesky(products[redo], err[redo])
-        bound = err[redo] * squares(f2)
-        again = (bound > eta) & (bound < 1)
-        ok2 = (bound <= eta) & (k2 >= 1)
-        if again.any():
-            l2[again], f2[again], ok2[again] = second_pass(x[redo[again]], l2[again],
-                                                            f2[again], eta)
+        ok2 = _certify(x[redo], l2, f2, err[redo] * squares(f2), eta, k2 >= 1)
         ok2 &= _negligible(_residual(x[redo], l2, f2), x[redo], roundoff)
         l[redo[ok2]], f[redo[ok2]], k[redo[ok2]], good[redo[ok2]] = l2[ok2], f2[ok2], k2[ok2], True
     return l, f, good, k
