@@ -34,7 +34,9 @@ def test_permutation_plan_runs_on_other_arrays_and_scalars():
         out = np.full((3, 40, 70), np.nan)
         plan.execute_into(out, a, alpha=alpha)
         np.testing.assert_array_equal(out, (1 if alpha is None else alpha) * a.transpose(2, 1, 0))
-    assert len(plan.runner._calls) == 2  # alpha 1 (a plain copy) and alpha != 1 (scaled)
+    # two codes, alpha 1 (a plain copy) and alpha != 1 (scaled), on however many threads the
+    # calls found free (a kernel compiling off the thread can take one core)
+    assert len({pattern for pattern, _threads in plan.runner._calls}) == 2
 
 
 def test_reduction_plan_runs_with_other_addends_and_betas():
@@ -70,10 +72,10 @@ def test_elementwise_plan_runs_on_other_broadcast_arrays():
 
 
 def test_plan_calls_follow_the_thread_count(monkeypatch):
-    # every core free, whatever else runs on the machine: the count is numba's setting
-    monkeypatch.setattr("tenalg.kernels.cpu.threads.free_cores", lambda ours=0: 1 << 10)
     """A parallel-size permutation run on all threads and inside one_thread(): each
     thread count gets its own call, both right."""
+    # every core free, whatever else runs on the machine: the count is numba's setting
+    monkeypatch.setattr("tenalg.kernels.cpu.threads.free_cores", lambda ours=0: 1 << 10)
     rng = np.random.default_rng(3)
     a = rng.standard_normal((1024, 640))
     plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ij"), out=np.float64,
