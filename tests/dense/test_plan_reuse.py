@@ -98,7 +98,7 @@ def test_two_pass_reduction_plan_runs_again():
                                                       out_modes="j", op="product"),
                                backend="cpu")
         np.testing.assert_allclose(plan.execute(a), a.prod(axis=(0, 2)), rtol=1e-13)
-    assert list(plan.runner._calls.values()) == [None]
+    assert set(plan.runner._calls.values()) == {None}  # one per thread count seen
 
 
 @pytest.mark.parametrize("stride", [8, 4096, -24])
