@@ -162,7 +162,7 @@ def test_fast_paths_report_use():
     assert bondsvd.truncated_svd(square, np.full(2, 0.0), None)[4]
 
 
-def test_sweep_tries_cholesky_after_a_tall_last_core(monkeypatch):
+def test_sweep_tries_cholesky_after_a_tall_last_core(monkeypatch, batched_sweep):
     """The last core of a sum of two trains is tall (l = 2r > n): LAPACK's QR serves it
     alone, and every other bond of the right-to-left sweep takes the Cholesky path."""
     calls = []
@@ -241,7 +241,7 @@ def test_dense_spectra_cut_by_the_cholesky_factor_svd(rows, r, cap, dtype, seed)
     np.testing.assert_allclose(weight, tail, rtol=1e-6, atol=1e-12)
 
 
-def test_sweep_of_dense_spectra_takes_no_lapack_svd(monkeypatch):
+def test_sweep_of_dense_spectra_takes_no_lapack_svd(monkeypatch, batched_sweep):
     """Rounding a random sum capped at the summands' rank: every interior cut is inside a
     dense spectrum; the Cholesky-factor SVD serves them, LAPACK's SVD none, and the
     result is LAPACK's rounding to eta (the same ranks and error)."""
@@ -286,7 +286,7 @@ def test_second_cholesky_pass_certifies_wide_unfoldings(monkeypatch):
     assert np.allclose(np.tril(l[0]), l[0])  # C1 C2 is lower triangular
 
 
-def test_near_redundant_sums_stay_off_lapack_qr(monkeypatch):
+def test_near_redundant_sums_stay_off_lapack_qr(monkeypatch, batched_sweep):
     """a + (a + 1e-2 c): every interior bond is rank-deficient with components between
     the Gram matrix's noise and err / eta; the pivoted LQ is factored again down to the
     noise and certified by the second pass instead of LAPACK's QR, with LAPACK's ranks
@@ -303,7 +303,7 @@ def test_near_redundant_sums_stay_off_lapack_qr(monkeypatch):
     assert tt.norm(y - x) <= 1e-3 * tt.norm(x)
 
 
-def test_float32_factors_are_accepted_at_float32s_roundoff(monkeypatch):
+def test_float32_factors_are_accepted_at_float32s_roundoff(monkeypatch, batched_sweep):
     """Float32 a + (a + 1e-2 c): the weak directions' Gram factors are orthonormal to
     about 1e-8, not sqrt(u) of double; stored in float32 they are accepted
     (cholqr.accepted), so every truncation is certified from the Gram matrix (no LAPACK

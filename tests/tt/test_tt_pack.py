@@ -85,8 +85,8 @@ def test_pack_rounding_is_eps_adaptive_per_train(method, dtype):
 
 @pytest.mark.parametrize("eps, max_rank", [(1e-8, None), (1e-8, 3), (1e-3, None)])
 def test_batched_eigensolver_rounds_like_single_trains(monkeypatch, eps, max_rank):
-    """A group large enough for the batched Jacobi eigensolver rounds every train as the
-    single-train path (LAPACK's eigh) does: same ranks, results within roundoff."""
+    """A group large enough for the batched Jacobi eigensolver rounds every train as a
+    single train's rounding (LAPACK's SVDs) does: same ranks, results within roundoff."""
     calls = []
     jacobi = smalleigh._jacobi
     monkeypatch.setattr(smalleigh, "_jacobi", lambda *a: calls.append(1) or jacobi(*a))

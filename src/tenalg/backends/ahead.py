@@ -5,8 +5,8 @@ A kernel is compiled once per dtype and thread mode, whatever the rank or layout
 array reaches it as 1-D memory with strides: :mod:`tenalg.kernels.cpu`); so one small
 representative of each kind of work per storage dtype, run once on the calling thread's
 threads and once on one thread, compiles what the library's plans call. The tensor-train
-layer's small factorisations (:mod:`tenalg.tt.linalg`) compile through one rounding per
-compute type.
+layer's kernels (:mod:`tenalg.tt.linalg`) compile through roundings of a train and of a
+pack per compute type.
 
 >>> steps = workloads(["float64"])
 >>> len(steps) > 5 and all(callable(run) for _, run in steps)
@@ -78,11 +78,20 @@ def workloads(dtypes=None):
 
             steps.append((f"{name}, {dtype.name}", run))
         if dtype.kind in "fc" and dtype not in _COMPUTE and dtype.itemsize >= 4:
-            x = tt.random((4,) * 4, 3, rng=0, dtype=dtype)
             steps.append((f"tensor-train rounding, {dtype.name}",
-                          lambda x=x: [tt.round(x + x, 1e-6, method=method)
-                                       for method in tt.METHODS]))
+                          lambda dtype=dtype: _tt_roundings(dtype)))
     return steps
+
+
+def _tt_roundings(dtype):
+    """One rounding of each method of a small train (the compiled sweep of
+    :mod:`tenalg.tt.linalg.smallsweep` for real ones) and of a pack of two (the batched
+    sweeps and their factorisations)."""
+    x = tt.random((4,) * 4, 3, rng=0, dtype=dtype)
+    pack = tt.TrainPack([x, x])
+    for method in tt.METHODS:
+        tt.round(x + x, 1e-6, method=method)
+        tt.add(pack, pack).round_(1e-6, method=method)
 
 
 def compile_all(dtypes=None, report=None):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from ..errors import OperationError
 from .core import TensorCore
-from .linalg import gramsweep, sweeps
+from .linalg import gramsweep, smallsweep, sweeps
 from .linalg.batched import FRESH, unstack
 from .linalg.dense import common_dtype, unit_roundoff
 from .train import TensorTrain, require_closed, require_same_dims
@@ -82,10 +82,14 @@ def resolve_options(eps, max_rank, rmax, method, dtype):
 
 def run(method, summands, coefficients, eps, max_rank, rng=None, work=FRESH):
     """The batched sweep of ``method`` (see :mod:`tenalg.tt.linalg.sweeps`); the SVD sweep keeps
-    its temporaries in ``work``."""
+    its temporaries in ``work``. One small train takes the compiled SVD sweep
+    (:mod:`tenalg.tt.linalg.smallsweep`) once it is compiled."""
     if method == "randomized":
         return sweeps.randomized(summands, coefficients, eps, max_rank, rng)
     if method == "svd":
+        rounded = smallsweep.svd(summands, coefficients, eps, max_rank)
+        if rounded is not None:
+            return rounded
         return sweeps.svd(summands, coefficients, eps, max_rank, work)
     return gramsweep.gram(summands, coefficients, eps, max_rank)
 
