@@ -131,17 +131,30 @@ def test_long_trains_carry_their_scale(factor):
     assert tt.norm(y - 2 * x) <= 1e-6 * tt.norm(2 * x)
 
 
-def test_round_sum_of_one_train_scales_it():
-    x = tt.random((3, 4, 3), 2, rng=3)
-    y = tt.round_sum([x], [-2.5], eps=1e-10)
-    np.testing.assert_allclose(y.to_dense(), -2.5 * x.to_dense(), rtol=1e-12, atol=1e-12)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_round_sum_forms_the_sum_of_small_trains(dtype):
+    """round_sum of one to three small trains with coefficients: the compiled sweep rounds
+    the block-diagonal sum it forms as the batched sweep rounds the summands."""
+    x, y, z = (tt.random((3, 4, 2, 3), r, rng=r, dtype=dtype) for r in (2, 1, 3))
+    eps = 1e3 * _u(dtype)  # the floor the bound's property test uses
+    for trains, coefficients in (([x], [-2.5]), ([x, y], [1, -1]), ([x, y, z], [0.5, 2, -3]),
+                                 ([x, x], [1, -1])):
+        want = sum(c * _dense(t) for c, t in zip(coefficients, trains, strict=True))
+        gross = sum(abs(c) * tt.norm(t) for c, t in zip(coefficients, trains, strict=True))
+        with _no_batched_sweep():
+            got = tt.round_sum(trains, coefficients, eps=eps)
+        with _batched():
+            ref = tt.round_sum(trains, coefficients, eps=eps)
+        assert got.ranks == ref.ranks and got.dtype == dtype
+        noise = 100 * _u(dtype) * gross
+        assert np.linalg.norm(_dense(got) - want) <= eps * np.linalg.norm(want) + noise
+        assert np.linalg.norm(_dense(got) - _dense(ref)) <= 2 * eps * np.linalg.norm(want) + noise
 
 
 def test_which_trains_it_serves(monkeypatch):
     x = tt.random((4,) * 5, 3, rng=0)
     stack = [[c.array()[None] for c in (x + x).cores]]
     assert smallsweep.svd(stack, [1], 1e-8, None) is not None
-    assert smallsweep.svd([stack[0], stack[0]], [1, 1], 1e-8, None) is None  # two summands
     pair = [[np.concatenate([c, c]) for c in stack[0]]]
     assert smallsweep.svd(pair, [1], 1e-8, None) is None  # two trains (a pack's group)
     complex_ = [[c.astype(np.complex128) for c in stack[0]]]

@@ -82,8 +82,8 @@ def resolve_options(eps, max_rank, rmax, method, dtype):
 
 def run(method, summands, coefficients, eps, max_rank, rng=None, work=FRESH):
     """The batched sweep of ``method`` (see :mod:`tenalg.tt.linalg.sweeps`); the SVD sweep keeps
-    its temporaries in ``work``. One small train takes the compiled SVD sweep
-    (:mod:`tenalg.tt.linalg.smallsweep`) once it is compiled."""
+    its temporaries in ``work``. One small real train (or sum of trains) takes the
+    compiled SVD sweep (:mod:`tenalg.tt.linalg.smallsweep`) once it is compiled."""
     if method == "randomized":
         return sweeps.randomized(summands, coefficients, eps, max_rank, rng)
     if method == "svd":

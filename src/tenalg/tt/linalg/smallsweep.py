@@ -1,13 +1,14 @@
 """The "svd" rounding of one small real train in one compiled call.
 
 The batched sweep (:mod:`tenalg.tt.linalg.sweeps`) makes some 25 NumPy calls a bond, a
-microsecond or more each: a fixed 0.2 ms or so of a rounding, and on small unfoldings more
-per bond than LAPACK's own work. For one real train whose cores are small
-(:data:`LIMITS`) this module runs the textbook sweep instead, in Numba, LAPACK included
-(Oseledets: Householder QR right to left, truncated SVDs left to right), with the batched
-sweep's rules: the per-bond tolerance, the rank cap, the noise floor of cancelling sums,
-the scale carried as a logarithm. Past the limits, and for complex trains, the batched
-sweep's certified Gram paths cost less than LAPACK's QR and SVD.
+microsecond or more each: a fixed 0.2 ms or so of a rounding, and on small unfoldings
+more per bond than LAPACK's own work. For one real train whose cores are small
+(:data:`LIMITS`; a sum of trains, as ``round_sum`` rounds, counts as its block-diagonal
+cores, which are formed) this module runs the textbook sweep instead, in Numba, LAPACK
+included (Oseledets: Householder QR right to left, truncated SVDs left to right), with
+the batched sweep's rules: the per-bond tolerance, the rank cap, the noise floor of
+cancelling sums, the scale carried as a logarithm. Past the limits, and for complex
+trains, the batched sweep's certified Gram paths cost less than LAPACK's QR and SVD.
 
 The results are LAPACK's SVD truncations, which the batched sweep's equal to within
 sqrt(u) (its Gram paths are certified to that), so the eps bound holds either way; ranks
@@ -15,10 +16,9 @@ may differ only where a singular value sits at the cut to that accuracy. While t
 kernel compiles (:mod:`tenalg.kernels.compiler`), and for trains with infinite or NaN
 entries, :func:`svd` returns None and the caller takes the batched sweep.
 
->>> from tenalg import tt
->>> x = tt.random((4,) * 4, 2, rng=0)
->>> small([c.array()[None] for c in (x + x).cores])
-True
+>>> import numpy as np
+>>> small(np.float64, (8,) * 10, (1,) + (24,) * 9 + (1,)), small(np.complex128, (4, 4), (1, 2, 1))
+(True, False)
 """
 
 import math
@@ -39,35 +39,35 @@ from .sweeps import NOISE, Rounded
 LIMITS = {np.dtype(np.float64): (1 << 17, 1_000_000), np.dtype(np.float32): (1 << 19, 3_600_000)}
 
 
-def small(cores):
-    """Whether the cores (each (1, l, n, r)) of one real train are small enough for this
-    path (:data:`LIMITS`)."""
-    limits = LIMITS.get(cores[0].dtype)
-    if limits is None or len(cores) < 2:
+def small(dtype, dims, ranks):
+    """Whether a real train of ``dtype`` with these dims (d,) and ranks (d + 1,) is small
+    enough for this path (:data:`LIMITS`)."""
+    limits = LIMITS.get(np.dtype(dtype))
+    if limits is None or len(dims) < 2:
         return False
-    work = [c.shape[1] * c.shape[2] * c.shape[3] * min(c.shape[1], c.shape[3]) for c in cores]
+    work = [l * n * r * min(l, r) for l, n, r in zip(ranks[:-1], dims, ranks[1:], strict=True)]
     return max(work) <= limits[0] and sum(work) <= limits[1]
 
 
 def svd(summands, coefficients, eps, max_rank):
-    """:func:`~tenalg.tt.linalg.sweeps.svd` of one train given as one summand of one
-    train, in one compiled call; None where this path does not apply (see the module's
-    docstring) or its kernel is compiling."""
-    if len(summands) != 1 or summands[0][0].shape[0] != 1 or not small(summands[0]):
+    """:func:`~tenalg.tt.linalg.sweeps.svd` of one train (a sum of the summands' trains,
+    formed here: small trains' block-diagonal cores cost little) in one compiled call;
+    None where this path does not apply (see the module's docstring) or its kernel is
+    compiling."""
+    coefficients = [python_scalar(c) for c in coefficients]
+    if summands[0][0].shape[0] != 1 or any(isinstance(c, complex) for c in coefficients):
+        return None  # several trains (a pack's group), or a complex sum
+    first = summands[0]
+    dtype, d = first[0].dtype, len(first)
+    dims = [c.shape[2] for c in first]
+    ranks = [1] + [sum(s[k].shape[3] for s in summands) for k in range(d - 1)] + [1]
+    if not small(dtype, dims, ranks):
         return None
-    coefficient = python_scalar(coefficients[0])
-    if isinstance(coefficient, complex):  # a complex sum: the batched sweep's
-        return None
-    cores = summands[0]
-    dtype, d = cores[0].dtype, len(cores)
-    flat = np.concatenate([c.ravel() for c in cores])
-    if coefficient != 1:
-        flat[: cores[0].size] *= coefficient
-    dims = np.array([c.shape[2] for c in cores], dtype=np.int64)
-    ranks = np.array([1] + [c.shape[3] for c in cores], dtype=np.int64)
+    flat = _block_sum(summands, coefficients, dims, ranks)
     out = np.empty_like(flat)
     new_ranks = np.ones((1, d + 1), dtype=np.int64)
-    args = (flat, dims, ranks, bond_tolerance(eps, d), 0 if max_rank is None else max_rank,
+    args = (flat, np.array(dims, dtype=np.int64), np.array(ranks, dtype=np.int64),
+            bond_tolerance(eps, d), 0 if max_rank is None else max_rank,
             NOISE * unit_roundoff(dtype), out, new_ranks[0])
     if not compiler.ready_for(_sweep, args, dtype):
         return None
@@ -80,6 +80,36 @@ def svd(summands, coefficients, eps, max_rank):
     return Rounded([out[e - math.prod(s) : e].reshape(s) for s, e in zip(shapes, ends,
                                                                           strict=True)],
                    new_ranks, np.array([nrm * math.exp(log)]), np.array([discarded]))
+
+
+def _block_sum(summands, coefficients, dims, ranks):
+    """The cores of sum_j coefficients[j] summands[j] (stacks of one train of d >= 2
+    cores, equal dims and dtype) one after the other in one array: first [A B ..]
+    (scaled), interior diag(A, B, ..), last [A; B; ..]."""
+    d = len(dims)
+    sizes = [ranks[k] * dims[k] * ranks[k + 1] for k in range(d)]
+    flat = np.empty(sum(sizes), dtype=summands[0][0].dtype)
+    start = 0
+    for k in range(d):
+        core = flat[start : start + sizes[k]].reshape(ranks[k], dims[k], ranks[k + 1])
+        start += sizes[k]
+        if len(summands) == 1:
+            core[...] = summands[0][k][0]
+        else:
+            core[...] = 0
+            top = left = 0
+            for s in summands:
+                x = s[k][0]
+                bottom = top + x.shape[0] if k else 1
+                right = left + x.shape[2] if k < d - 1 else 1
+                core[top:bottom, :, left:right] = x
+                top, left = (bottom if k else 0), (right if k < d - 1 else 0)
+        if k == 0 and any(c != 1 for c in coefficients):
+            left = 0
+            for s, c in zip(summands, coefficients, strict=True):
+                core[:, :, left : left + s[0].shape[3]] *= c
+                left += s[0].shape[3]
+    return flat
 
 
 @numba.njit(cache=CACHE, nogil=True)
