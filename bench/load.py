@@ -2,7 +2,8 @@
 processes used of the cores while a workload ran.
 
 :class:`CpuMeter` reads ``/proc/stat`` (every process's busy time, and the time the
-hypervisor stole) and this process's own CPU time before and after; the difference is
+hypervisor stole) and the CPU time of this run's processes (this one and those it started:
+a LocalCluster's workers, ``--load``'s busy ones) before and after; the difference is
 the other processes' demand, in cores.  Where there is no ``/proc/stat`` it reports the
 load average instead.
 
@@ -39,9 +40,38 @@ def _busy_and_steal():
 
 
 def _own_cpu():
-    """CPU seconds this process (all its threads) has used."""
+    """CPU seconds this run has used: this process (all its threads), its children that
+    ended, and its living descendants (:func:`_descendants_cpu`)."""
     times = os.times()
-    return times.user + times.system
+    return (times.user + times.system + times.children_user + times.children_system
+            + _descendants_cpu())
+
+
+def _descendants_cpu():
+    """CPU seconds the living descendants of this process have used (0 without /proc):
+    the distributed group's workers are the engine's, not other processes' load."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return 0.0
+    children, cpu = {}, {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as file:
+                stat = file.read()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # past the command, which may hold ")"
+        children.setdefault(int(fields[1]), []).append(int(name))
+        cpu[int(name)] = (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime
+    total, todo = 0.0, list(children.get(os.getpid(), ()))
+    while todo:
+        pid = todo.pop()
+        total += cpu[pid]
+        todo.extend(children.get(pid, ()))
+    return total
 
 
 class CpuMeter:

@@ -86,10 +86,10 @@ class Result:
             low, _, high = self.spread(engine)
             if low > 0 and high / low > SPREAD_LIMIT:
                 reasons.append(f"{engine}'s rounds spread {high / low:.1f}x")
+        # (the processes the run started, --load's and a cluster's, are the run's own)
         others = (self.load.get("others_cores") or 0) + (self.load.get("steal_cores") or 0)
-        if others - self.background > LOAD_LIMIT:
-            started = f" ({self.background} started by the run)" if self.background else ""
-            reasons.append(f"other processes kept {others:.1f} cores busy{started}")
+        if others > LOAD_LIMIT:
+            reasons.append(f"other processes kept {others:.1f} cores busy")
         return reasons
 
     def rate(self, engine):
