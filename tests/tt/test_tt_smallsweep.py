@@ -189,3 +189,15 @@ def test_tt_round_takes_it_for_small_real_trains():
         with _no_batched_sweep():
             y = tt.round(x + x, 1e-6)
         assert y.ranks == x.ranks and y.dtype == dtype
+
+
+def test_summands_of_two_dtypes_are_summed_in_the_wider():
+    a = tt.random((3, 4, 3), 2, rng=1, dtype=np.float32)
+    b = tt.random((3, 4, 3), 2, rng=2)
+    summands = [[c.array()[None] for c in t.cores] for t in (a, b)]
+    got = smallsweep.svd(summands, [1, 1], 1e-12, None)
+    ref = sweeps.svd(summands, [1, 1], 1e-12, None)
+    assert [c.dtype for c in got.cores] == [np.dtype(np.float64)] * 3
+    assert got.ranks.tolist() == ref.ranks.tolist() == [[1, 3, 3, 1]]
+    dense = [np.einsum("gaib,gbjc,gckd->ijk", *r.cores) for r in (got, ref)]
+    np.testing.assert_allclose(dense[0], dense[1], atol=1e-12 * np.abs(dense[1]).max())

@@ -58,12 +58,12 @@ def svd(summands, coefficients, eps, max_rank):
     if summands[0][0].shape[0] != 1 or any(isinstance(c, complex) for c in coefficients):
         return None  # several trains (a pack's group), or a complex sum
     first = summands[0]
-    dtype, d = first[0].dtype, len(first)
+    dtype, d = np.result_type(*(s[0] for s in summands)), len(first)
     dims = [c.shape[2] for c in first]
     ranks = [1] + [sum(s[k].shape[3] for s in summands) for k in range(d - 1)] + [1]
     if not small(dtype, dims, ranks):
         return None
-    flat = _block_sum(summands, coefficients, dims, ranks)
+    flat = _block_sum(summands, coefficients, dims, ranks, dtype)
     out = np.empty_like(flat)
     new_ranks = np.ones((1, d + 1), dtype=np.int64)
     args = (flat, np.array(dims, dtype=np.int64), np.array(ranks, dtype=np.int64),
@@ -82,13 +82,13 @@ def svd(summands, coefficients, eps, max_rank):
                    new_ranks, np.array([nrm * math.exp(log)]), np.array([discarded]))
 
 
-def _block_sum(summands, coefficients, dims, ranks):
+def _block_sum(summands, coefficients, dims, ranks, dtype):
     """The cores of sum_j coefficients[j] summands[j] (stacks of one train of d >= 2
-    cores, equal dims and dtype) one after the other in one array: first [A B ..]
+    cores and equal dims) one after the other in one array of ``dtype``: first [A B ..]
     (scaled), interior diag(A, B, ..), last [A; B; ..]."""
     d = len(dims)
     sizes = [ranks[k] * dims[k] * ranks[k + 1] for k in range(d)]
-    flat = np.empty(sum(sizes), dtype=summands[0][0].dtype)
+    flat = np.empty(sum(sizes), dtype=dtype)
     start = 0
     for k in range(d):
         core = flat[start : start + sizes[k]].reshape(ranks[k], dims[k], ranks[k + 1])
