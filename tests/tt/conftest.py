@@ -1,12 +1,12 @@
 """Fixtures of the tensor-train tests."""
 
 import pytest
-
-from tenalg.tt.linalg import smallsweep
+from tt_helpers import batched_sweep as _batched_sweep
 
 
 @pytest.fixture
-def batched_sweep(monkeypatch):
-    """Single trains take the batched SVD sweep (tenalg.tt.linalg.sweeps), whose bond
-    factorisations a test watches, not the compiled sweep of small real trains."""
-    monkeypatch.setattr(smallsweep, "LIMITS", {})
+def batched_sweep():
+    """Single trains take the batched SVD sweep, whose bond factorisations a test watches,
+    not the compiled sweep of small real trains."""
+    with _batched_sweep():
+        yield

@@ -9,16 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tt_helpers import long_train
+from tt_helpers import batched_sweep, long_train
 
 from tenalg import tt
 from tenalg.kernels import compiler
 from tenalg.tt.linalg import smallsweep, sweeps
-
-
-def _batched():
-    """Single trains take the batched sweep."""
-    return mock.patch.object(smallsweep, "LIMITS", {})
 
 
 def _both(x, eps, max_rank=None):
@@ -28,7 +23,7 @@ def _both(x, eps, max_rank=None):
     with _no_batched_sweep():
         info = tt.round_(y, eps, max_rank)
     y0 = tt.TensorTrain(x.cores)
-    with _batched():
+    with batched_sweep():
         info0 = tt.round_(y0, eps, max_rank)
     return (y, info), (y0, info0)
 
@@ -143,7 +138,7 @@ def test_round_sum_forms_the_sum_of_small_trains(dtype):
         gross = sum(abs(c) * tt.norm(t) for c, t in zip(coefficients, trains, strict=True))
         with _no_batched_sweep():
             got = tt.round_sum(trains, coefficients, eps=eps)
-        with _batched():
+        with batched_sweep():
             ref = tt.round_sum(trains, coefficients, eps=eps)
         assert got.ranks == ref.ranks and got.dtype == dtype
         noise = 100 * _u(dtype) * gross

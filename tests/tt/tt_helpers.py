@@ -1,8 +1,11 @@
 """Shared helpers of the tensor-train tests."""
 
+from unittest import mock
+
 import numpy as np
 
 from tenalg import tt
+from tenalg.tt.linalg import smallsweep
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 STORAGES = ["contiguous", "fiber"]
@@ -51,3 +54,9 @@ def long_train(d, n, r, factor, seed=0):
         cores[k] = np.einsum("anb,bc->anc", cores[k], g)
         cores[k + 1] = np.einsum("ab,bnc->anc", np.linalg.inv(g), cores[k + 1])
     return tt.TensorTrain(cores), nu
+
+
+def batched_sweep():
+    """Within: single trains take the batched SVD sweep (tenalg.tt.linalg.sweeps), not the
+    compiled sweep of small real trains (tenalg.tt.linalg.smallsweep)."""
+    return mock.patch.object(smallsweep, "LIMITS", {})

@@ -236,8 +236,16 @@ def fresh(shapes, dtype):
     >>> [a.shape for a in fresh([(2, 3), (4,)], np.float64)]
     [(2, 3), (4,)]
     """
+    return split(np.empty(sum(math.prod(s) for s in shapes), dtype=dtype), shapes)
+
+
+def split(flat, shapes):
+    """Views of the 1-D ``flat``, one after the other, of ``shapes``.
+
+    >>> [a.tolist() for a in split(np.arange(5), [(2,), (1, 3)])]
+    [[0, 1], [[2, 3, 4]]]
+    """
     sizes = [math.prod(s) for s in shapes]
-    flat = np.empty(sum(sizes), dtype=dtype)
     ends = np.cumsum(sizes).tolist()
     return [flat[e - n : e].reshape(s) for s, n, e in zip(shapes, sizes, ends, strict=True)]
 

@@ -21,6 +21,7 @@ entries, :func:`svd` returns None and the caller takes the batched sweep.
 (True, False)
 """
 
+import functools
 import math
 
 import numba
@@ -28,8 +29,9 @@ import numpy as np
 
 from ...kernels import compiler
 from ...kernels.jit import CACHE
-from .dense import bond_tolerance, python_scalar, unit_roundoff
-from .sweeps import NOISE, Rounded
+from .batched import block_sum, split
+from .dense import bond_tolerance, unit_roundoff
+from .sweeps import NOISE, Rounded, first_cores
 
 # per dtype: the largest work l n r min(l, r) of a core, and of all cores together, that
 # this path takes. One train, a random sum of two of rank r capped at r, eps 1e-8 (float64)
@@ -54,16 +56,17 @@ def svd(summands, coefficients, eps, max_rank):
     formed here: small trains' block-diagonal cores cost little) in one compiled call;
     None where this path does not apply (see the module's docstring) or its kernel is
     compiling."""
-    coefficients = [python_scalar(c) for c in coefficients]
-    if summands[0][0].shape[0] != 1 or any(isinstance(c, complex) for c in coefficients):
-        return None  # several trains (a pack's group), or a complex sum
-    first = summands[0]
-    dtype, d = np.result_type(*(s[0] for s in summands)), len(first)
-    dims = [c.shape[2] for c in first]
+    if summands[0][0].shape[0] != 1:
+        return None  # several trains: a pack's group
+    first = first_cores(summands, coefficients)
+    dtype, d = np.result_type(*first), len(summands[0])  # (complex coefficients: complex)
+    dims = [c.shape[2] for c in summands[0]]
     ranks = [1] + [sum(s[k].shape[3] for s in summands) for k in range(d - 1)] + [1]
     if not small(dtype, dims, ranks):
         return None
-    flat = _block_sum(summands, coefficients, dims, ranks, dtype)
+    cores = functools.reduce(block_sum, [[f, *s[1:]] for f, s in zip(first, summands,
+                                                                      strict=True)])
+    flat = np.concatenate([c.ravel() for c in cores], dtype=dtype)
     out = np.empty_like(flat)
     new_ranks = np.ones((1, d + 1), dtype=np.int64)
     args = (flat, np.array(dims, dtype=np.int64), np.array(ranks, dtype=np.int64),
@@ -76,40 +79,8 @@ def svd(summands, coefficients, eps, max_rank):
     except np.linalg.LinAlgError:  # an infinity or NaN met by LAPACK (which checks first)
         return None
     shapes = [(1, new_ranks[0, k], dims[k], new_ranks[0, k + 1]) for k in range(d)]
-    ends = np.cumsum([math.prod(s) for s in shapes]).tolist()
-    return Rounded([out[e - math.prod(s) : e].reshape(s) for s, e in zip(shapes, ends,
-                                                                          strict=True)],
-                   new_ranks, np.array([nrm * math.exp(log)]), np.array([discarded]))
-
-
-def _block_sum(summands, coefficients, dims, ranks, dtype):
-    """The cores of sum_j coefficients[j] summands[j] (stacks of one train of d >= 2
-    cores and equal dims) one after the other in one array of ``dtype``: first [A B ..]
-    (scaled), interior diag(A, B, ..), last [A; B; ..]."""
-    d = len(dims)
-    sizes = [ranks[k] * dims[k] * ranks[k + 1] for k in range(d)]
-    flat = np.empty(sum(sizes), dtype=dtype)
-    start = 0
-    for k in range(d):
-        core = flat[start : start + sizes[k]].reshape(ranks[k], dims[k], ranks[k + 1])
-        start += sizes[k]
-        if len(summands) == 1:
-            core[...] = summands[0][k][0]
-        else:
-            core[...] = 0
-            top = left = 0
-            for s in summands:
-                x = s[k][0]
-                bottom = top + x.shape[0] if k else 1
-                right = left + x.shape[2] if k < d - 1 else 1
-                core[top:bottom, :, left:right] = x
-                top, left = (bottom if k else 0), (right if k < d - 1 else 0)
-        if k == 0 and any(c != 1 for c in coefficients):
-            left = 0
-            for s, c in zip(summands, coefficients, strict=True):
-                core[:, :, left : left + s[0].shape[3]] *= c
-                left += s[0].shape[3]
-    return flat
+    return Rounded(split(out, shapes), new_ranks, np.array([nrm * math.exp(log)]),
+                   np.array([discarded]))
 
 
 @numba.njit(cache=CACHE, nogil=True)
