@@ -51,7 +51,7 @@ _depth = 0  # the main thread's uses open now
 @functools.cache
 def _controller():
     """threadpoolctl's controller of the BLAS libraries, SciPy's included: it knows the
-    libraries loaded when it is made, and SciPy's LAPACK (``tenalg.tt.linalg.householder``) runs
+    libraries loaded when it is made, and SciPy's LAPACK (``tenalg.linalg.householder``) runs
     on an OpenBLAS of its own, whose threads left at two made a rounding sweep 3x slower."""
     import scipy.linalg  # noqa: F401 - loads SciPy's OpenBLAS before the controller looks
     from threadpoolctl import ThreadpoolController

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from tt_helpers import DTYPES, tol
 
-from tenalg.tt.linalg import householder
+from tenalg.linalg import householder
 
 
 def _stack(g, m, n, dtype, seed):

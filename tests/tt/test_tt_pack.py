@@ -9,8 +9,10 @@ from tt_helpers import DTYPES, STORAGES, rand, rel, tol
 
 from tenalg import tt
 from tenalg.errors import OperationError
+from tenalg.linalg import smalleigh
+from tenalg.linalg.workspace import Workspace
 from tenalg.tt import pack as pack_module
-from tenalg.tt.linalg import batched, smalleigh
+from tenalg.tt.linalg import batched
 
 DIMS = (3, 4, 3, 4)
 
@@ -217,7 +219,7 @@ def test_times_lower_skips_only_zeros(k, lower):
     lf = rng.standard_normal((3, 5, k))
     lf = np.tril(lf) if lower else lf
     want = np.einsum("ganb,gbk->gank", dense, lf)
-    got = batched.times_lower(blocks, lf, batched.Workspace(), "x")
+    got = batched.times_lower(blocks, lf, Workspace(), "x")
     np.testing.assert_allclose(got, want, atol=1e-13)
 
 

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tenalg.kernels import compiler
-from tenalg.tt.linalg import batched, bondsvd, smallchol
+from tenalg.linalg import smallchol, truncation
+from tenalg.tt.linalg import batched
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
@@ -69,9 +70,9 @@ def test_gram_factors_kernel_matches_numpy(monkeypatch, dtype, order):
     s = np.sort(np.abs(rng.standard_normal((5, 6))), axis=1)[:, ::-1].copy()
     s[1, 2:] = 0  # a zero singular value kept: scaled by 0, not by inf
     k = np.array([3, 4, 1, 6, 2])
-    scaled, right = bondsvd._factors(s, v, k)
+    scaled, right = truncation._factors(s, v, k)
     monkeypatch.setattr(compiler, "ready_for", lambda kernel, args, key: False)
-    scaled0, right0 = bondsvd._factors(s, v, k)
+    scaled0, right0 = truncation._factors(s, v, k)
     np.testing.assert_array_equal(scaled, scaled0)
     np.testing.assert_array_equal(right, right0)
     assert not scaled[2, :, 1:].any() and not right[4, 2:].any()

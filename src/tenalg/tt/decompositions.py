@@ -14,10 +14,11 @@ import numpy as np
 import scipy.linalg
 
 from ..errors import OperationError
+from ..linalg import smalleigh
+from ..linalg.lapackcalls import lapack_threads, unit_roundoff
+from ..linalg.truncation import SAFETY, keep_ranks, noise_rank, residual_within
 from .core import check_storage
-from .linalg import smalleigh
-from .linalg.bondsvd import SAFETY, keep_ranks, noise_rank, residual_within
-from .linalg.dense import bond_tolerance, core_dtype, lapack_threads, unit_roundoff
+from .linalg.dense import bond_tolerance, core_dtype
 from .train import TensorTrain, full_ranks
 
 
@@ -62,12 +63,12 @@ def _gram_bond(m, delta, max_rank):
 
     The Gram matrix squares the singular values, so its small eigenvalues are rounding
     noise: k is the eps rank of the eigenvalues above their error bound ``err`` (forming
-    M M^H and LAPACK's eigh, as in :func:`~tenalg.tt.linalg.bondsvd.truncated_svd`), and
+    M M^H and LAPACK's eigh, as in :func:`~tenalg.linalg.truncation.truncated_svd`), and
     two checks make it exact: the residual M - U_k U_k^H M, formed explicitly (not from
     the Gram matrix), plus the rounding bound of forming it, is within ``delta`` (so k
     suffices), and the eigenvalues from k on, each lowered by ``err``, still weigh more
-    than delta^2 (so k - 1 would not): :func:`~tenalg.tt.linalg.bondsvd.noise_rank` and
-    :func:`~tenalg.tt.linalg.bondsvd.residual_within`, the proof of the truncation's. A rank
+    than delta^2 (so k - 1 would not): :func:`~tenalg.linalg.truncation.noise_rank` and
+    :func:`~tenalg.linalg.truncation.residual_within`, the proof of the truncation's. A rank
     cut by ``max_rank`` is left to LAPACK. On the Zen 4 VM a TT-SVD of a 4^10 tensor of
     rank 8 took 64-66 ms by LAPACK's SVDs (teneva 66), and 11-12 ms so.
     """

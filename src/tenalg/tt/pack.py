@@ -27,6 +27,7 @@ import itertools
 import numpy as np
 
 from ..errors import OperationError
+from ..linalg.workspace import FRESH
 from .core import TensorCore
 from .errors import StalePackError
 from .linalg import batched
@@ -299,5 +300,5 @@ def _summands(trains, work):
 def _stacked(trains):
     """The stacked cores of ``trains`` (sums not yet built: formed from the summands'
     stacks in one batched block sum; the trains stay unbuilt)."""
-    summands = _summands(trains, batched.FRESH)
+    summands = _summands(trains, FRESH)
     return summands[0] if len(summands) == 1 else batched.block_sum(*summands)

@@ -7,7 +7,7 @@ holds). Methods:
 
 - ``"svd"``: Oseledets: right-to-left LQ orthogonalisation, left-to-right truncated SVDs
   (each bond factorised through its Gram matrix where a rounding-error bound proves the
-  result as good as LAPACK's, else by LAPACK: :mod:`tenalg.tt.linalg.bondsvd`).
+  result as good as LAPACK's, else by LAPACK: :mod:`tenalg.linalg.truncation`).
 - ``"gram"``: two-sided Gram-SVD. Cheaper (GEMMs and small eigh only) but it cannot
   resolve components below about sqrt(u) ||X|| (1.5e-8 in float64, 3.5e-4 in float32, see
   :func:`gram_floor`): for a smaller eps it falls back to ``"svd"`` (``info.method`` says
@@ -30,10 +30,12 @@ import math
 from dataclasses import dataclass
 
 from ..errors import OperationError
+from ..linalg.lapackcalls import unit_roundoff
+from ..linalg.workspace import FRESH
 from .core import TensorCore
 from .linalg import gramsweep, smallsweep, sweeps
-from .linalg.batched import FRESH, unstack
-from .linalg.dense import common_dtype, unit_roundoff
+from .linalg.batched import unstack
+from .linalg.dense import common_dtype
 from .train import TensorTrain, require_closed, require_same_dims
 
 METHODS = ("svd", "gram", "randomized")

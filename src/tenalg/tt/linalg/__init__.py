@@ -4,19 +4,13 @@ Nothing here knows trains, packs or cores as objects: every function takes NumPy
 a stack being d arrays (g, l, n, r), core k of g trains (a single train is g = 1). The
 user-facing model and operations above (:mod:`tenalg.tt.core`, ``train``, ``pack``,
 ``arithmetic``, ``rounding``, ``decompositions``) stack their trains and call in here;
-nothing here imports them.
+nothing here imports them. The factorisations of each bond's matrices (QR, Cholesky, eigh,
+the certified truncated SVD) are the dense layer's: :mod:`tenalg.linalg`.
 
 - :mod:`~tenalg.tt.linalg.dense`: tenalg's einsum for the cores, dtype rules, scales
   carried as logarithms.
 - :mod:`~tenalg.tt.linalg.batched`: batched GEMM-level operations on stacks (dot, norm,
-  block sums, stacking, reusable workspaces).
-- :mod:`~tenalg.tt.linalg.householder`, :mod:`~tenalg.tt.linalg.smallchol`,
-  :mod:`~tenalg.tt.linalg.smalleigh`: QR by compact-WY LAPACK, batched Cholesky with its
-  inverse, batched Jacobi eigh (Numba, the matrix index fastest).
-- :mod:`~tenalg.tt.linalg.cholqr`: certified Cholesky QR of a stack (a second pass,
-  CholeskyQR2, and a rank-revealing pivoted variant).
-- :mod:`~tenalg.tt.linalg.bondsvd`: one bond's LQ and truncated SVD for a stack, through
-  the Gram matrix where a rounding-error bound proves it, else LAPACK.
+  block sums, stacking).
 - :mod:`~tenalg.tt.linalg.sweeps`: the rounding sweeps (SVD, Gram, randomised) on stacks.
 - :mod:`~tenalg.tt.linalg.workers`: a pack's chunks on worker threads.
 

@@ -33,10 +33,11 @@ cores are few and small; their rounding noise is then far below the float32 floo
 
 import numpy as np
 
-from . import smalleigh
+from ...linalg import smalleigh
+from ...linalg.lapackcalls import lapack_threads, unit_roundoff
+from ...linalg.truncation import SAFETY, rank_mask
 from .batched import frobenius, spread
-from .bondsvd import SAFETY, rank_mask
-from .dense import bond_tolerance, einsum, lapack_threads, safe_log, scaled_by_log, unit_roundoff
+from .dense import bond_tolerance, einsum, safe_log, scaled_by_log
 from .sweeps import NOISE, Rounded, cancellation_ratio, first_cores, normalize_joint, svd
 
 RESOLVE = 4  # kept squared singular values must stand this far above the shift

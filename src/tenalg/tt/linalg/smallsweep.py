@@ -29,8 +29,9 @@ import numpy as np
 
 from ...kernels import compiler
 from ...kernels.jit import CACHE
+from ...linalg.lapackcalls import unit_roundoff
 from .batched import block_sum, split
-from .dense import bond_tolerance, unit_roundoff
+from .dense import bond_tolerance
 from .sweeps import NOISE, Rounded, first_cores
 
 # per dtype: the largest work l n r min(l, r) of a core, and of all cores together, that
@@ -110,7 +111,7 @@ def _normalized(a):
 @numba.njit(cache=CACHE, nogil=True)
 def _kept(s, delta2, cap):
     """The smallest k >= 1 whose tail sum_{i>=k} s_i^2 is at most ``delta2``, capped by
-    ``cap`` (0: none), and that tail (:func:`~tenalg.tt.linalg.bondsvd.keep_ranks`)."""
+    ``cap`` (0: none), and that tail (:func:`~tenalg.linalg.truncation.keep_ranks`)."""
     p = s.shape[0]
     k, tail = p, 0.0
     for i in range(p - 1, 0, -1):

@@ -29,10 +29,12 @@ import numpy as np
 
 from ...blas import one_blas_thread
 from ...dtypes import real_type
-from . import householder
-from .batched import FRESH, frobenius, normalize, reverse, spread, sum_cores, times_lower
-from .bondsvd import lq, truncated_svd
-from .dense import bond_tolerance, einsum, python_scalar, safe_log, scaled_by_log, unit_roundoff
+from ...linalg import householder
+from ...linalg.lapackcalls import unit_roundoff
+from ...linalg.truncation import lq, truncated_svd
+from ...linalg.workspace import FRESH
+from .batched import frobenius, normalize, reverse, spread, sum_cores, times_lower
+from .dense import bond_tolerance, einsum, python_scalar, safe_log, scaled_by_log
 
 OVERSAMPLE = 10
 NOISE = 64
@@ -62,7 +64,7 @@ def orthogonalize_rl(cores, work=FRESH):
     Interior cores may be lists of diagonal blocks (:func:`~tenalg.tt.linalg.batched.sum_cores`).
 
     Returns the cores, the factors (g, k, k) that right-orthonormal core c is to be
-    multiplied by from the left (core c holds B of :func:`~tenalg.tt.linalg.bondsvd.lq`; factor 0
+    multiplied by from the left (core c holds B of :func:`~tenalg.linalg.truncation.lq`; factor 0
     is None), the log of each train's norm and the cancellation ratio of the last
     contraction. Cores 0..d-2 are written into ``work``'s buffers.
     """

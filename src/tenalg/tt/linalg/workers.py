@@ -7,7 +7,7 @@ per core (``numba.get_num_threads()``, which ``NUMBA_NUM_THREADS`` and
 (:func:`~tenalg.blas.one_blas_thread`), and so do tenalg's kernels inside each worker:
 on small matrices a threaded GEMM costs more to start than it saves, and its threads
 would contend with the workers for the cores.
-Each worker has its own :class:`~tenalg.tt.linalg.batched.Workspace`; results do not depend on
+Each worker has its own :class:`~tenalg.linalg.workspace.Workspace`; results do not depend on
 which worker ran a chunk.
 
 >>> map_chunks(lambda chunk, work: sum(chunk), [[1, 2], [3], [4, 5]])
@@ -21,7 +21,7 @@ import numba
 
 from ...blas import one_blas_thread
 from ...kernels.cpu import one_thread
-from .batched import Workspace
+from ...linalg.workspace import Workspace
 
 
 def map_chunks(fn, chunks):

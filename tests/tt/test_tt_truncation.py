@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from tt_helpers import DTYPES, tol
 
 from tenalg import tt
-from tenalg.tt.linalg import bondsvd, cholqr
+from tenalg.linalg import cholqr, truncation
 
 
 def _unitary(rng, n, k, dtype):
@@ -44,8 +44,8 @@ def test_truncated_svd_matches_lapack(dtype, eps, max_rank):
     m = _with_spectrum(rng, SPECTRA * 2, 24, 8, dtype)
     norms = np.linalg.norm(m.astype(np.complex128), axis=(1, 2))
     delta = eps * norms
-    left, right, k, tail, _ = bondsvd.truncated_svd(m, delta, max_rank)
-    l0, r0, k0, t0 = bondsvd.reference_svd(m, delta, max_rank)
+    left, right, k, tail, _ = truncation.truncated_svd(m, delta, max_rank)
+    l0, r0, k0, t0 = truncation.reference_svd(m, delta, max_rank)
     assert left.dtype == right.dtype == np.dtype(dtype)
     kept = np.linalg.svd(m.astype(np.complex128), compute_uv=False)
     for i in range(len(m)):
@@ -67,15 +67,15 @@ def test_both_paths_run():
     rng = np.random.default_rng(1)
     m = _with_spectrum(rng, SPECTRA, 24, 8, np.float64)
     delta = 1e-8 * np.linalg.norm(m, axis=(1, 2))
-    left, right, k, tail, ok, _ = bondsvd._gram(m, delta, None)
+    left, right, k, tail, ok, _ = truncation._gram(m, delta, None)
     # singular values that matter under the noise: LAPACK; an exact rank 4 under a
     # tolerance below the noise: proven by the residual, LAPACK's rank, its weight
     assert ok[0] and not ok[1] and ok[2] and k[2] == 4
     assert tail[2] == pytest.approx(np.linalg.norm(m[2] - left[2] @ right[2]) ** 2, abs=1e-28)
     assert tail[2] < delta[2] ** 2
-    ok = bondsvd._gram(m, 1e-3 * np.linalg.norm(m, axis=(1, 2)), None)[4]
+    ok = truncation._gram(m, 1e-3 * np.linalg.norm(m, axis=(1, 2)), None)[4]
     assert ok[0] and ok[2]  # above the Gram floor a rank-deficient cut is resolved
-    ok = bondsvd._gram(m, 1e-8 * np.linalg.norm(m, axis=(1, 2)), 2)[4]
+    ok = truncation._gram(m, 1e-8 * np.linalg.norm(m, axis=(1, 2)), 2)[4]
     assert ok[0] and not ok[3]  # a cut inside a cluster
 
 
@@ -90,11 +90,11 @@ def test_lq_hypothesis(g, rows, cols, dtype, seed, deficient):
     if deficient and rows > 1:
         m[0, -1] = m[0, 0]
     m = m.astype(dtype)
-    l, f, b, _ = bondsvd.lq(m)
+    l, f, b, _ = truncation.lq(m)
     q = f @ b
-    l0, q0 = bondsvd.reference_lq(m)
+    l0, q0 = truncation.reference_lq(m)
     assert l.dtype == q.dtype == np.dtype(dtype)
-    # as LAPACK's, or narrower where every train's rank is below rows (bondsvd._finish)
+    # as LAPACK's, or narrower where every train's rank is below rows (truncation._finish)
     width = l.shape[2]
     assert l.shape[:2] == l0.shape[:2] and q.shape == (g, width, cols) and width <= l0.shape[2]
     scale = np.abs(m).max() + 1
@@ -119,8 +119,8 @@ def test_lq_fast_path_and_fallback():
     m = rng.standard_normal((4, 4, 32))
     m[1, 3] = m[1, 0] + m[1, 1]  # rank-deficient: rank-revealing LQ from eigh(M M^H)
     m[2] = _with_spectrum(rng, [[1, 1, 1, 1e-9]], 4, 32, np.float64)[0]  # Householder
-    q_ref = bondsvd.reference_lq(m)[1]
-    l, f, b, _ = bondsvd.lq(m)
+    q_ref = truncation.reference_lq(m)[1]
+    l, f, b, _ = truncation.lq(m)
     q = f @ b
     np.testing.assert_allclose(l @ q, m, atol=1e-13)
     _assert_rank_revealing(l, q, m, 1e-12)
@@ -137,37 +137,37 @@ def test_lq_fast_path_and_fallback():
 def test_fast_paths_report_use():
     rng = np.random.default_rng(3)
     m = rng.standard_normal((2, 4, 32))
-    assert bondsvd.lq(m)[3] and not bondsvd.lq(m, gram=False)[3]
+    assert truncation.lq(m)[3] and not truncation.lq(m, gram=False)[3]
     m[:, 3] = m[:, 0]  # every train rank-deficient: the rank-revealing LQ serves them
-    l, f, b, hint = bondsvd.lq(m)
-    assert hint == bondsvd.REVEALING and l.shape == (2, 4, 3) and f.shape == (2, 3, 4)
+    l, f, b, hint = truncation.lq(m)
+    assert hint == truncation.REVEALING and l.shape == (2, 4, 3) and f.shape == (2, 3, 4)
     np.testing.assert_allclose(l @ f @ b, m, atol=1e-13)
-    assert bondsvd.lq(m, hint)[3] == bondsvd.REVEALING  # straight to the rank-revealing path
-    assert bondsvd.lq(m[:, :3], hint)[3] is True  # full rank: the next bond tries Cholesky
+    assert truncation.lq(m, hint)[3] == truncation.REVEALING  # straight to the rank-revealing path
+    assert truncation.lq(m[:, :3], hint)[3] is True  # full rank: the next bond tries Cholesky
     m = _with_spectrum(rng, [[1, 1, 1, 1e-9]] * 2, 4, 32, np.float64)  # ill-conditioned
-    assert not bondsvd.lq(m)[3]
+    assert not truncation.lq(m)[3]
     tall = rng.standard_normal((2, 8, 4))  # not tried: the sweep goes on trying
-    assert bondsvd.lq(tall)[3] and not bondsvd.lq(tall, gram=False)[3]
+    assert truncation.lq(tall)[3] and not truncation.lq(tall, gram=False)[3]
     t = rng.standard_normal((2, 32, 4))
-    assert bondsvd.truncated_svd(t, np.full(2, 1e-3), None)[4]
+    assert truncation.truncated_svd(t, np.full(2, 1e-3), None)[4]
     # at delta 0 the Gram eigenvalues prove nothing: the SVD of the Cholesky factor serves
-    left, right, k, tail, used = bondsvd.truncated_svd(t, np.full(2, 0.0), None)
+    left, right, k, tail, used = truncation.truncated_svd(t, np.full(2, 0.0), None)
     assert used and k.tolist() == [4, 4]
     np.testing.assert_allclose(left @ right, t, atol=1e-13)
     np.testing.assert_allclose(left.transpose(0, 2, 1) @ left, np.eye(4)[None].repeat(2, 0),
                                atol=1e-13)
     bad = _with_spectrum(rng, [[1, 1, 1, 1e-9]] * 2, 32, 4, np.float64)  # neither certifies
-    assert not bondsvd.truncated_svd(bad, np.full(2, 0.0), None)[4]
+    assert not truncation.truncated_svd(bad, np.full(2, 0.0), None)[4]
     square = _with_spectrum(rng, [[1, 1, 1, 1e-9]] * 2, 5, 4, np.float64)  # but try again
-    assert bondsvd.truncated_svd(square, np.full(2, 0.0), None)[4]
+    assert truncation.truncated_svd(square, np.full(2, 0.0), None)[4]
 
 
 def test_sweep_tries_cholesky_after_a_tall_last_core(monkeypatch, batched_sweep):
     """The last core of a sum of two trains is tall (l = 2r > n): LAPACK's QR serves it
     alone, and every other bond of the right-to-left sweep takes the Cholesky path."""
     calls = []
-    reference = bondsvd.reference_lq
-    monkeypatch.setattr(bondsvd, "reference_lq", lambda m: calls.append(m.shape) or reference(m))
+    reference = truncation.reference_lq
+    monkeypatch.setattr(truncation, "reference_lq", lambda m: calls.append(m.shape) or reference(m))
     a, b = (tt.random((4,) * 6, 3, rng=s) for s in (1, 2))
     tt.round_sum([a, b], eps=1e-8, max_rank=3)
     assert calls == [(1, 6, 4)]
@@ -186,8 +186,8 @@ def test_exact_ranks_under_a_fine_tolerance_take_the_gram_path(rows, cols, rank,
     s = np.r_[np.geomspace(1, low, rank), np.zeros(cols - rank)]
     m = _with_spectrum(rng, [s, s], rows, cols, dtype)
     delta = 1e-8 * np.linalg.norm(m, axis=(1, 2))
-    left, right, k, tail, ok, _ = bondsvd._gram(m, delta, None)
-    k0 = bondsvd.reference_svd(m, delta, None)[2]
+    left, right, k, tail, ok, _ = truncation._gram(m, delta, None)
+    k0 = truncation.reference_svd(m, delta, None)[2]
     assert ok.all() and np.array_equal(k, k0) and np.all(k == rank)
     for i in range(2):
         assert np.linalg.norm(m[i] - left[i] @ right[i]) <= delta[i]
@@ -205,9 +205,9 @@ def test_rank_revealing_paths_agree(monkeypatch, dtype):
     m[2] = _with_spectrum(rng, [[1, 1, 1, 1, 1e-9]], 5, 40, dtype)[0]  # Householder
     m[3] = 0
     m[4, 1:] = m[4, :1]
-    results = [bondsvd.lq(m)]
+    results = [truncation.lq(m)]
     monkeypatch.setattr(cholqr.smallchol, "pivoted_cholesky", lambda a, tol: None)
-    results.append(bondsvd.lq(m))
+    results.append(truncation.lq(m))
     for l, f, b, _ in results:
         q = f @ b
         np.testing.assert_allclose(l @ q, m, atol=1e-13)
@@ -230,7 +230,7 @@ def test_dense_spectra_cut_by_the_cholesky_factor_svd(rows, r, cap, dtype, seed)
     cap = min(cap, r)
     products = np.matmul(m.conj().transpose(0, 2, 1), m)
     delta = np.full(2, 1e-12)
-    left, right, k, tail, served = bondsvd._qr_svd(m, products, delta, cap)
+    left, right, k, tail, served = truncation._qr_svd(m, products, delta, cap)
     assert served.all() and (k == cap).all()
     s_ref = np.linalg.svd(m, compute_uv=False)
     np.testing.assert_allclose(tail, (s_ref[:, cap:] ** 2).sum(axis=1), rtol=1e-7, atol=1e-12)
@@ -247,13 +247,13 @@ def test_sweep_of_dense_spectra_takes_no_lapack_svd(monkeypatch, batched_sweep):
     result is LAPACK's rounding to eta (the same ranks and error)."""
     a, b = (tt.random((24,) * 5, 6, rng=s) for s in (1, 2))
     x = a + b
-    reference = bondsvd.reference_svd
-    monkeypatch.setattr(bondsvd, "_qr_svd", lambda m, p, d, r: (*reference(m, d, r),
+    reference = truncation.reference_svd
+    monkeypatch.setattr(truncation, "_qr_svd", lambda m, p, d, r: (*reference(m, d, r),
                                                                 np.zeros(len(m), bool)))
     y_ref = tt.round(x, 1e-10, 6)
     monkeypatch.undo()
     calls = []
-    monkeypatch.setattr(bondsvd, "reference_svd",
+    monkeypatch.setattr(truncation, "reference_svd",
                         lambda m, *a: calls.append(m.shape) or reference(m, *a))
     y = tt.round(x, 1e-10, 6)
     assert y.ranks == y_ref.ranks == (1, 6, 6, 6, 6, 1)
@@ -272,11 +272,11 @@ def test_second_cholesky_pass_certifies_wide_unfoldings(monkeypatch):
     m = rng.standard_normal((2, 100, 6000))
     m[1] = _with_spectrum(rng, [np.geomspace(1, 1e-7, 100)], 100, 6000, np.float64)[0]
     second, lapack = [], []
-    second_pass, reference = cholqr.second_pass, bondsvd.reference_lq
+    second_pass, reference = cholqr.second_pass, truncation.reference_lq
     monkeypatch.setattr(cholqr, "second_pass",
                         lambda x, c, i, eta: second.append(len(x)) or second_pass(x, c, i, eta))
-    monkeypatch.setattr(bondsvd, "reference_lq", lambda x: lapack.append(len(x)) or reference(x))
-    l, f, b, used = bondsvd.lq(m)
+    monkeypatch.setattr(truncation, "reference_lq", lambda x: lapack.append(len(x)) or reference(x))
+    l, f, b, used = truncation.lq(m)
     q = f @ b
     # the ill-conditioned one (first bound above 1) skips the second pass
     assert second == [1] and lapack == [1] and used
@@ -295,8 +295,8 @@ def test_near_redundant_sums_stay_off_lapack_qr(monkeypatch, batched_sweep):
     c = tt.random((48,) * 4, 2, rng=2)
     x = a + (a + (1e-2 * tt.norm(a) / tt.norm(c)) * c)
     calls = []
-    reference = bondsvd.reference_lq
-    monkeypatch.setattr(bondsvd, "reference_lq", lambda m: calls.append(m.shape) or reference(m))
+    reference = truncation.reference_lq
+    monkeypatch.setattr(truncation, "reference_lq", lambda m: calls.append(m.shape) or reference(m))
     y = tt.round(x, 1e-3)
     assert calls == []
     assert y.ranks == (1, 14, 14, 14, 1)
@@ -313,8 +313,8 @@ def test_float32_factors_are_accepted_at_float32s_roundoff(monkeypatch, batched_
     x = a + (a + (1e-2 * tt.norm(a) / tt.norm(c)) * c)
     assert cholqr.accepted(np.float32) > cholqr.accepted(np.float64) == cholqr.ETA
     calls = []
-    reference = bondsvd.reference_svd
-    monkeypatch.setattr(bondsvd, "reference_svd",
+    reference = truncation.reference_svd
+    monkeypatch.setattr(truncation, "reference_svd",
                         lambda m, *args: calls.append(m.shape) or reference(m, *args))
     y = tt.round(x, 1e-3)
     assert calls == []

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tenalg.tt.linalg import smalleigh
+from tenalg.linalg import smalleigh
 
 U = np.finfo(np.float64).eps
 

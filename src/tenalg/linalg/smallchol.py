@@ -25,9 +25,9 @@ at a time, and stops at their rank.
 import numba
 import numpy as np
 
-from ...kernels import compiler
-from ...kernels.jit import CACHE
-from .dense import lapack_threads
+from ..kernels import compiler
+from ..kernels.jit import CACHE
+from .lapackcalls import lapack_threads
 
 BLOCK = 128  # matrices factored side by side
 MIN_STACK = 16  # smaller stacks go one matrix at a time (_factor_each)

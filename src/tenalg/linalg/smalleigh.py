@@ -30,9 +30,9 @@ import numba
 import numpy as np
 from scipy.linalg import lapack
 
-from ...kernels import compiler
-from ...kernels.jit import CACHE
-from .dense import lapack_threads
+from ..kernels import compiler
+from ..kernels.jit import CACHE
+from .lapackcalls import lapack_threads
 
 BLOCK = 128  # matrices rotated side by side
 MAX_SWEEPS = 30

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tenalg.tt.linalg import smallchol
+from tenalg.linalg import smallchol
 
 U = np.finfo(np.float64).eps
 

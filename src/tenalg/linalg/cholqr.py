@@ -1,13 +1,13 @@
 """Certified Cholesky QR of stacks of wide matrices M (g, k, n): M = C Q with Q = C^-1 M,
 kept per matrix only where a rounding-error bound proves the rows of Q orthonormal to
-eta = sqrt(u) of double precision (:mod:`tenalg.tt.linalg.bondsvd` factors its bonds
+eta = sqrt(u) of double precision (:mod:`tenalg.linalg.truncation` factors its bonds
 with it, LAPACK's Householder QR taking what it does not certify).
 
 - :func:`certified_cholesky`: C from the Gram matrix M M^H (computed in double precision,
   shifted to stay positive definite), certified a priori by (err + shift) ||C^-1||_F^2,
   else after a second pass (:func:`second_pass`, CholeskyQR2).
 - :func:`rank_revealing`: for rank-deficient M (every bond of an exact X + X), pivoted
-  Cholesky stopped at the rank (:func:`~tenalg.tt.linalg.smallchol.pivoted_cholesky`),
+  Cholesky stopped at the rank (:func:`~tenalg.linalg.smallchol.pivoted_cholesky`),
   else the eigendecomposition, each kept where the dropped residual is at Householder
   QR's roundoff; L and F are zero past each matrix's rank.
 
@@ -24,7 +24,7 @@ with it, LAPACK's Householder QR taking what it does not certify).
 import numpy as np
 
 from . import smallchol, smalleigh
-from .dense import unit_roundoff
+from .lapackcalls import unit_roundoff
 
 ETA_POWER = 0.5  # a result is accepted when accurate to u ** ETA_POWER (double)
 ETA = unit_roundoff(np.float64) ** ETA_POWER
@@ -49,7 +49,7 @@ def accepted(dtype):
 
 
 def certified_cholesky(products, trace, err, x, eta=ETA):
-    """(C, C^-1, ok) of the Cholesky LQ (:func:`~tenalg.tt.linalg.bondsvd.lq`) from the
+    """(C, C^-1, ok) of the Cholesky LQ (:func:`~tenalg.linalg.truncation.lq`) from the
     Gram matrices M M^H of the wide ``x`` (g, k, n), shifted by k u tr (4 err where that
     is not positive definite): ``ok`` where the rows of C^-1 M are orthonormal to ``eta``, by
     the a-priori bound (err + shift) ||C^-1||_F^2, else after a second pass
@@ -145,7 +145,7 @@ def rank_revealing(x, products, err, c, inv, ok, storage=None):
 
 def _pivoted_lq(x, products, err, eta, roundoff):
     """(L, F, good, k) of :func:`rank_revealing` by pivoted Cholesky of M M^H, stopped at
-    pivots below err / eta (:func:`~tenalg.tt.linalg.smallchol.pivoted_cholesky`: a
+    pivots below err / eta (:func:`~tenalg.linalg.smallchol.pivoted_cholesky`: a
     16 x 16 Gram matrix of rank 8 in about a microsecond, where Jacobi's eigh took 20);
     F M is orthonormal to ``err`` ||F||_F^2 as on the Cholesky path, else after a
     second pass (:func:`second_pass`; the bound grows along a sweep of float32

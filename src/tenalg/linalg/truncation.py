@@ -19,7 +19,7 @@ decisions and the eps guarantee are unaffected.
 :func:`truncated_svd` decides each train's rank from its singular values (see
 :func:`keep_ranks`) and returns the kept factors. It first tries the eigendecomposition of
 the r x r Gram matrix M^H M (computed in double precision): a GEMM and a small ``eigh``
-(:func:`tenalg.tt.linalg.smalleigh.eigh`, many matrices side by side) cost a fraction of the SVD
+(:func:`tenalg.linalg.smalleigh.eigh`, many matrices side by side) cost a fraction of the SVD
 of the tall unfolding. Eigenvalues of the Gram matrix carry an absolute error of at most
 ``(rows + r) u tr(M^H M)`` from forming it (taken 4 times over) plus twice the
 eigensolver's backward error, at most ``ACCURACY r u tr(M^H M)`` (checked per matrix by
@@ -49,10 +49,9 @@ import math
 import numba
 import numpy as np
 
-from ...kernels import compiler
-from ...kernels.jit import CACHE
+from ..kernels import compiler
+from ..kernels.jit import CACHE
 from . import householder, smalleigh
-from .batched import FRESH
 from .cholqr import (
     SAFETY,
     accepted,
@@ -61,7 +60,8 @@ from .cholqr import (
     rank_revealing,
     squares,
 )
-from .dense import lapack_threads, unit_roundoff
+from .lapackcalls import lapack_threads, unit_roundoff
+from .workspace import FRESH
 
 REVEALING = "revealing"  # lq's hint: the next bond's plain Cholesky path would decline
 
@@ -149,7 +149,7 @@ def _finish(m, c, inv, ok, width):
 
     Only the first ``width`` columns of L are kept, with their rows of F (or B): the
     largest rank of the stack that the rank-revealing path
-    (:func:`~tenalg.tt.linalg.cholqr.rank_revealing`) found, past which every L is zero,
+    (:func:`~tenalg.linalg.cholqr.rank_revealing`) found, past which every L is zero,
     so the next bond and the truncation sweep work on those ranks: 512 packed X + X
     (rank 8 -> 16) then decompose 8 x 8 Gram matrices, not 16 x 16 ones of rank 8."""
     c, inv = c[:, :, :width], inv[:, :width]
@@ -388,7 +388,7 @@ def _merged(m, k, parts):
 def _qr_svd(m, products, delta, max_rank):
     """The truncation of each tall M (rows >= r) from its Gram matrix M^H M (``products``,
     in double precision): Cholesky R^H R = M^H M + shift
-    (:func:`~tenalg.tt.linalg.cholqr.certified_cholesky`, with its second pass), so M = Q R
+    (:func:`~tenalg.linalg.cholqr.certified_cholesky`, with its second pass), so M = Q R
     with Q = M R^-1 orthonormal to eta where certified; then
     LAPACK's SVD of the small R =
     U S V^H: left = M (R^-1 U_k), right = S_k V_k^H. Q's orthogonality error eta changes
