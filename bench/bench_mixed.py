@@ -6,9 +6,9 @@ on the cores as they do in a real program (issue 29: a permutation right after a
 waited for OpenBLAS's spinning threads):
 
 - ``mixed-tn-step``: a tensor-network step: two (D, d, D) tensors contracted, the result
-  permuted (the two physical legs swapped), split by a truncated SVD (tenalg's loop runs
-  it inside :func:`tenalg.blas.one_blas_thread`, as tenalg's own decompositions do), the
-  left factor contracted with an environment matrix;
+  permuted (the two physical legs swapped), split by a truncated SVD (tenalg's loop
+  calls :func:`tenalg.linalg.svd`, the others their library's full SVD and keep D
+  values), the left factor contracted with an environment matrix;
 - ``mixed-tt-round``: a TT rounding sweep of the sum of a train and itself
   (``tenalg.tt.round`` against the textbook QR / SVD sweep in NumPy and in torch);
 - ``mixed-gemm-reduce``: a product of two matrices, then a sum over an axis of it.
@@ -28,7 +28,7 @@ import numpy as np
 
 import tenalg as ta
 from tenalg import tt
-from tenalg.blas import one_blas_thread
+from tenalg.linalg import svd
 
 from .registry import Workload
 
@@ -89,9 +89,8 @@ def _tn_setup(steps, D, d):
         steps.lap("tenalg", "contract")
         swapped = ta.permute(theta, (0, 2, 1, 3))
         steps.lap("tenalg", "permute")
-        with one_blas_thread():  # tenalg's way: LAPACK on one thread (tenalg.blas)
-            u, s, _ = np.linalg.svd(swapped.reshape(D * d, d * D), full_matrices=False)
-        left = (u[:, :D] * s[:D]).reshape(D, d, D)
+        u, s, _, _ = svd(swapped, (0, 1), (2, 3), max_rank=D)
+        left = u * s
         steps.lap("tenalg", "svd")
         out = ta.einsum("xa,aib->xib", env, left)
         steps.lap("tenalg", "contract again")

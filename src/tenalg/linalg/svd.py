@@ -1,0 +1,112 @@
+"""The truncated SVD of a dense tensor over a bipartition of its axes, as a tensor-network
+step splits a contracted pair of sites: ``a = u s v`` to within ``eps ||a||_F``.
+
+The matrix goes to :func:`tenalg.linalg.truncation.truncated_svd`, the truncation that
+tensor-train rounding runs on every bond: the eigendecomposition of its smaller Gram
+matrix where a rounding-error bound proves the result as good as LAPACK's (the rank, the
+discarded weight, factors orthonormal to sqrt(u) of double precision, a best rank-k
+approximation; at a cut that ``max_rank`` makes, the gap below it is not needed:
+``subspace=False``), LAPACK's SVD where it cannot. A GEMM and a symmetric eigensolver
+cost a fraction of LAPACK's SVD:
+splitting a (32, 4, 4, 32) float64 tensor, a 128 x 128 matrix, at rank 32 took 1.1 ms
+against 1.9 ms for ``np.linalg.svd`` and 1.4 ms for torch's (MKL), one thread each
+(``python -m tenalg.bench --group mixed`` runs it inside a whole step).
+
+>>> import numpy as np
+>>> a = np.random.default_rng(0).standard_normal((4, 3, 5))
+>>> u, s, v, info = svd(a, (0, 1), max_rank=2)
+>>> u.shape, s.shape, v.shape, info.rank, info.full_rank
+((4, 3, 2), (2,), (2, 5), 2, 5)
+>>> exact = np.linalg.svd(a.reshape(12, 5), compute_uv=False)
+>>> bool(np.allclose(s, exact[:2])), bool(np.isclose(info.discarded_weight, np.sum(exact[2:] ** 2)))
+(True, True)
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dtypes import compute_type, real_type
+from ..errors import AxisError, OperationError
+from . import truncation
+
+
+@dataclass(frozen=True)
+class TruncationInfo:
+    """What :func:`svd` kept: ``rank`` of ``full_rank`` (the smaller side of the matrix)
+    singular values, and ``discarded_weight``, the sum of the squares of the others (the
+    squared Frobenius error of the truncation)."""
+
+    rank: int
+    full_rank: int
+    discarded_weight: float
+
+
+def svd(a, row_axes, col_axes=None, *, max_rank=None, eps=0.0):
+    """Truncated SVD of ``a`` over the bipartition ``row_axes | col_axes`` (``col_axes``
+    defaults to the other axes, in order).
+
+    Returns ``(u, s, v, info)``: ``u`` has the row axes' extents and the new bond, with
+    orthonormal columns; ``s`` the kept singular values, descending, real; ``v`` the bond
+    and the column axes' extents, with orthonormal rows; ``info`` a
+    :class:`TruncationInfo`. The rank is the smallest whose discarded weight is at most
+    ``(eps ||a||_F)^2``, and at most ``max_rank``; singular values at rounding level
+    (and exact zeros) may be dropped even at ``eps=0``. Integers and booleans compute in
+    float64, float16 and bfloat16 in float32 (:func:`tenalg.dtypes.compute_type`).
+    """
+    a = np.asarray(a)
+    rows, cols = _bipartition(a.ndim, row_axes, col_axes)
+    if max_rank is not None and (not isinstance(max_rank, int | np.integer) or max_rank < 1):
+        raise OperationError(f"max_rank must be an integer >= 1 or None, got {max_rank!r}")
+    if not (isinstance(eps, int | float | np.floating) and 0 <= eps < np.inf):
+        raise OperationError(f"eps must be a finite number >= 0, got {eps!r}")
+    dtype = np.dtype(np.float64) if a.dtype.kind in "biu" else compute_type([a.dtype])
+    row_shape = tuple(a.shape[ax] for ax in rows)
+    col_shape = tuple(a.shape[ax] for ax in cols)
+    m = a.transpose(rows + cols).astype(dtype, copy=False).reshape(
+        int(np.prod(row_shape, dtype=np.int64)), int(np.prod(col_shape, dtype=np.int64)))
+    if not np.isfinite(m).all():
+        raise OperationError("svd of an array with infinities or NaN")
+    u, s, v, discarded = _truncated(m, max_rank, eps)
+    info = TruncationInfo(len(s), min(m.shape), discarded)
+    return u.reshape(row_shape + (len(s),)), s, v.reshape((len(s),) + col_shape), info
+
+
+def _bipartition(ndim, row_axes, col_axes):
+    """The row and column axes (non-negative) after checking that they split the axes."""
+    row_axes = tuple(row_axes)
+    col_axes = (tuple(ax for ax in range(ndim) if ax not in {x % max(ndim, 1) for x in row_axes})
+                if col_axes is None else tuple(col_axes))
+    both = row_axes + col_axes
+    for ax in both:
+        if not isinstance(ax, int | np.integer) or not -ndim <= ax < ndim:
+            raise AxisError(f"axis {ax!r} is out of bounds for an array of {ndim} dimensions")
+    rows = tuple(int(ax) % ndim for ax in row_axes)
+    cols = tuple(int(ax) % ndim for ax in col_axes)
+    if sorted(rows + cols) != list(range(ndim)):
+        raise OperationError(f"row axes {tuple(row_axes)} and column axes {tuple(col_axes)} "
+                             f"must name each of the {ndim} axes once")
+    return rows, cols
+
+
+def _truncated(m, max_rank, eps):
+    """(u, s, v, discarded weight) of the matrix ``m``, exact zeros among s dropped. A wide
+    matrix is factored as its conjugate transpose, so that the Gram matrix is the smaller."""
+    real = real_type(m.dtype)
+    if m.size == 0:
+        return (np.zeros((m.shape[0], 0), m.dtype), np.zeros(0, real),
+                np.zeros((0, m.shape[1]), m.dtype), 0.0)
+    wide = m.shape[0] < m.shape[1]
+    x = np.ascontiguousarray(m.conj().T if wide else m)
+    delta = np.array([eps * np.linalg.norm(x)])
+    left, right, k, tail, _ = truncation.truncated_svd(x[None], delta, max_rank, subspace=False)
+    k = int(k[0])
+    left, right = left[0, :, :k], right[0, :k]
+    s = np.linalg.norm(right, axis=1).astype(real)  # right = diag(s) V^H
+    keep = int(np.count_nonzero(s > 0))
+    discarded = float(tail[0])
+    left, right, s = left[:, :keep], right[:keep], s[:keep]
+    other = right / s[:, None]
+    if wide:  # x = m^H = L diag(s) W^H, so m = W diag(s) L^H
+        return other.conj().T, s, left.conj().T, discarded
+    return left, s, other, discarded
