@@ -75,8 +75,19 @@ def test_both_paths_run():
     assert tail[2] < delta[2] ** 2
     ok = truncation._gram(m, 1e-3 * np.linalg.norm(m, axis=(1, 2)), None)[4]
     assert ok[0] and ok[2]  # above the Gram floor a rank-deficient cut is resolved
-    ok = truncation._gram(m, 1e-8 * np.linalg.norm(m, axis=(1, 2)), 2)[4]
-    assert ok[0] and not ok[3]  # a cut inside a cluster
+    # a cut at the cap inside a cluster (1, 0.5 + 1e-12 | 0.5, ...) needs no gap: the
+    # factors are orthonormal and their product a best rank-2 approximation
+    left, right, k, tail, ok, _ = truncation._gram(m, 1e-8 * np.linalg.norm(m, axis=(1, 2)), 2)
+    assert ok[0] and ok[3] and k[3] == 2
+    np.testing.assert_allclose(left[3].T @ left[3], np.eye(2), atol=1e-12)
+    best = 0.5 ** 2 + 0.2 ** 2 + 4e-18
+    assert np.linalg.norm(m[3] - left[3] @ right[3]) ** 2 == pytest.approx(best, abs=1e-12)
+    assert tail[3] == pytest.approx(best, abs=1e-12)
+    # an eps cut there is certified only where the tolerance has room for the error of
+    # the kept subspace (the Gram bound over the gap of 1e-12): 0.4 has, 0.2901 has not
+    cluster = np.repeat(m[3:4], 2, axis=0)
+    k, ok = truncation._gram(cluster, np.sqrt([0.4, 0.2901]), None)[2::2]
+    assert k.tolist() == [2, 2] and ok.tolist() == [True, False]
 
 
 @settings(max_examples=25, deadline=None)

@@ -5,12 +5,10 @@ The matrix goes to :func:`tenalg.linalg.truncation.truncated_svd`, the truncatio
 tensor-train rounding runs on every bond: the eigendecomposition of its smaller Gram
 matrix where a rounding-error bound proves the result as good as LAPACK's (the rank, the
 discarded weight, factors orthonormal to sqrt(u) of double precision, a best rank-k
-approximation; at a cut that ``max_rank`` makes, the gap below it is not needed:
-``subspace=False``), LAPACK's SVD where it cannot. A GEMM and a symmetric eigensolver
-cost a fraction of LAPACK's SVD:
-splitting a (32, 4, 4, 32) float64 tensor, a 128 x 128 matrix, at rank 32 took 1.1 ms
-against 1.9 ms for ``np.linalg.svd`` and 1.4 ms for torch's (MKL), one thread each
-(``python -m tenalg.bench --group mixed`` runs it inside a whole step).
+approximation), LAPACK's SVD where it cannot. A GEMM and a symmetric eigensolver cost a
+fraction of LAPACK's SVD: splitting a (32, 4, 4, 32) float64 tensor, a 128 x 128 matrix,
+at rank 32 took 1.1 ms against 1.9 ms for ``np.linalg.svd`` and 1.4 ms for torch's (MKL),
+one thread each (``tenalg bench --group mixed`` runs it inside a whole step).
 
 >>> import numpy as np
 >>> a = np.random.default_rng(0).standard_normal((4, 3, 5))
@@ -99,7 +97,7 @@ def _truncated(m, max_rank, eps):
     wide = m.shape[0] < m.shape[1]
     x = np.ascontiguousarray(m.conj().T if wide else m)
     delta = np.array([eps * np.linalg.norm(x)])
-    left, right, k, tail, _ = truncation.truncated_svd(x[None], delta, max_rank, subspace=False)
+    left, right, k, tail, _ = truncation.truncated_svd(x[None], delta, max_rank)
     k = int(k[0])
     left, right = left[0, :, :k], right[0, :k]
     s = np.linalg.norm(right, axis=1).astype(real)  # right = diag(s) V^H

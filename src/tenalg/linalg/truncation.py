@@ -28,14 +28,21 @@ provably cannot change the outcome:
 
 - the rank decision is robust: with every eigenvalue moved by ``err`` the SVD would keep
   the same rank (both the eps test and the max_rank cap);
-- the smallest kept eigenvalue and the gap below it exceed ``err / eta``, so the kept
-  left factors M V Lambda^(-1/2) are orthonormal and the kept subspace is accurate to
-  ``eta`` = sqrt(u) of double precision (1.5e-8);
-- where eps decides, the discarded weight plus its error bound is within the tolerance.
+- the smallest kept eigenvalue exceeds ``err / eta``, so the kept left factors
+  M V Lambda^(-1/2) are orthonormal to ``eta`` = sqrt(u) of double precision (1.5e-8),
+  and their product with the right factors Lambda^(1/2) V^H is a best rank-k
+  approximation to within k err (Ky Fan);
+- where eps decides, the discarded weight plus its error bound, the kept subspace's
+  error included (bounded by the gap below the cut), is within the tolerance.
 
-Every other train (fine truncations near roundoff, clusters at the cut, rank-deficient
-cases) takes LAPACK's SVD (:func:`reference_svd`), so the result is the SVD truncation within
-``eta`` and the eps guarantee holds either way.
+A cut that ``max_rank`` makes needs no gap below it: where the singular values at the cut
+(nearly) coincide, which of them are kept is not fixed (LAPACK's choice is as arbitrary),
+only how well they approximate (random sums capped at their summands' rank have spectra
+dense at the cut: requiring the gap sent them through a Cholesky QR and LAPACK).
+
+Every other train (fine truncations near roundoff, an eps cut inside a cluster,
+rank-deficient cases) takes LAPACK's SVD (:func:`reference_svd`), so the eps guarantee
+holds either way.
 
 >>> import numpy as np
 >>> m = np.random.default_rng(0).standard_normal((3, 8, 4))
@@ -175,10 +182,9 @@ def reference_svd(m, delta, max_rank):
     return (*_cut(u, s, vh, k), k, tail)
 
 
-def _gram(m, delta, max_rank, work=FRESH, key="left", subspace=True):
+def _gram(m, delta, max_rank, work=FRESH, key="left"):
     """The Gram truncation of every train, the mask of the trains where it is certain
-    (the left factors in ``work``'s buffer ``key``) and the Gram matrices (``subspace``:
-    see :func:`truncated_svd`)."""
+    (the left factors in ``work``'s buffer ``key``) and the Gram matrices."""
     g, rows, r = m.shape
     wide = np.result_type(m.dtype, np.float64)
     x = m.astype(wide, copy=False)
@@ -191,7 +197,7 @@ def _gram(m, delta, max_rank, work=FRESH, key="left", subspace=True):
         d2 = np.full(g, d2)
     factor = (SAFETY * (rows + r) + 2 * smalleigh.ACCURACY * r) * unit_roundoff(wide)
     s, err, k, tail, ok = _certify(lam, d2, factor, eta, p, p + 1 if max_rank is None
-                                   else max_rank, subspace)
+                                   else max_rank)
     if not ok.all():
         _prove_by_residual(x, lam[:, ::-1][:, :p], v[:, :, ::-1][:, :, :p], err, eta, d2,
                            max_rank, k, tail, ok)
@@ -244,16 +250,15 @@ def _certify_ready():
 
 
 @numba.njit(cache=CACHE, nogil=True)
-def _certify(lam, d2, factor, eta, p, cap, subspace):
+def _certify(lam, d2, factor, eta, p, cap):
     """Per train (a row of the ascending eigenvalues ``lam`` of M^H M, of which the
     largest p count): the singular values s (descending), the error bound err = factor
     tr, the rank k kept for delta^2 = ``d2`` and ``cap`` (max_rank; p + 1 for none), the
     tail past k, and whether the eigenvalues prove the cut: LAPACK's rank (robust_lower:
-    k - 1 would not do; capped, at the cap, or robust_upper: k suffices) on an accurate
-    subspace with orthonormal left factors; without ``subspace``, a cut at the cap needs
-    no gap below it (see :func:`truncated_svd`; a cut that eps makes still does, through
-    robust_upper's bound on the subspace's error). One pass per train: the same
-    conditions in NumPy cost a single train's bond about 50 us in per-call work."""
+    k - 1 would not do; capped, at the cap, or robust_upper: k suffices, the error of
+    the kept subspace, bounded by the gap below it, included) with orthonormal left
+    factors. One pass per train: the same conditions in NumPy cost a single train's bond
+    about 50 us in per-call work."""
     g, r = lam.shape
     s = np.empty((g, p))
     err, tail = np.empty(g), np.empty(g)
@@ -282,9 +287,7 @@ def _certify(lam, d2, factor, eta, p, cap, subspace):
         gap = lam_k - lam_next - 2 * e
         theta = e / gap if gap > e else 1.0
         robust_upper = rest + (p - kt) * e + theta * theta * trace <= d2[t]
-        separated = lam_k - lam_next >= e / eta + 2 * e
-        ok[t] = (lam_k >= e / eta and robust_lower and (capped or robust_upper)
-                 and (separated or not subspace))
+        ok[t] = lam_k >= e / eta and robust_lower and (capped or robust_upper)
         err[t], k[t], tail[t] = e, kt, rest
     return s, err, k, tail, ok
 
@@ -342,21 +345,13 @@ def residual_within(residual, x, k, delta):
     return weight, np.sqrt(weight) + bound <= delta
 
 
-def truncated_svd(m, delta, max_rank, gram=True, work=FRESH, key="left", subspace=True):
+def truncated_svd(m, delta, max_rank, gram=True, work=FRESH, key="left"):
     """Per train of ``m`` (g, rows, r): the rank k kept for tolerance ``delta`` (g,) and
     ``max_rank``, the kept factors left (g, rows, kk) and right (g, kk, r) with left @ right
     the truncation (columns past each train's k are zero), the discarded weight
     sum of s_i^2 past k, and whether a Gram-based path served any train or should be tried
     at the next bond (``gram=False`` skips them). The Gram path writes the left factors
     into ``work``'s buffer ``key``.
-
-    ``subspace=False`` (the dense :func:`tenalg.linalg.svd`) accepts a cut at
-    ``max_rank`` without the gap below it: the left factors are orthonormal to eta and
-    left @ right is a best rank-k approximation to within k err (Ky Fan) whatever the
-    gap, and only the kept subspace, which LAPACK itself does not fix where singular
-    values at the cut (nearly) coincide, may differ from LAPACK's (a (256, 256) split at
-    rank 64 whose values at the cut are 0.3% apart: certified so, 9.6 -> 5.0 ms; its
-    factors matched LAPACK's to 4e-14). Tensor-train rounding keeps ``subspace``.
 
     Trains whose cut the Gram eigenvalues cannot certify (a cut inside a dense spectrum:
     a random (6, 128, 60) sum capped at rank 60, whose 15360 x 120 unfoldings resolve
@@ -365,7 +360,7 @@ def truncated_svd(m, delta, max_rank, gram=True, work=FRESH, key="left", subspac
     unfolding (:func:`reference_svd`)."""
     if not gram or not _certify_ready():
         return (*reference_svd(m, delta, max_rank), False)
-    left, right, k, tail, ok, products = _gram(m, delta, max_rank, work, key, subspace)
+    left, right, k, tail, ok, products = _gram(m, delta, max_rank, work, key)
     if ok.all():
         return left, right, k, tail, True
     good = np.flatnonzero(ok)
@@ -422,4 +417,4 @@ def _qr_svd(m, products, delta, max_rank):
 
 # what _gram passes: eigenvalues (g, r), squared tolerances (g,), two floats, p and the cap
 _CERTIFY_SIGNATURE = (numba.float64[:, ::1], numba.float64[::1], numba.float64,
-                      numba.float64, numba.int64, numba.int64, numba.boolean)
+                      numba.float64, numba.int64, numba.int64)
