@@ -117,6 +117,7 @@ def test_rank_deficient_and_wide_matrices():
 def test_the_rank_rule_is_the_relative_frobenius_tail():
     a = np.diag([4.0, 3.0, 2.0, 1.0])
     norm = np.sqrt(30.0)
+    assert svd(a, (0,), eps=np.int64(0))[3].rank == svd(a, (0,), eps=np.float32(0.0))[3].rank == 4
     assert svd(a, (0,), eps=1.01 / norm)[3].rank == 3  # a tail of 1 is within eps
     assert svd(a, (0,), eps=0.99 / norm)[3].rank == 4
     assert svd(a, (0,), eps=1.01 * np.sqrt(5.0) / norm)[3].rank == 2

@@ -20,6 +20,7 @@ one thread each (``tenalg bench --group mixed`` runs it inside a whole step).
 (True, True)
 """
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,7 +57,7 @@ def svd(a, row_axes, col_axes=None, *, max_rank=None, eps=0.0):
     rows, cols = _bipartition(a.ndim, row_axes, col_axes)
     if max_rank is not None and (not isinstance(max_rank, int | np.integer) or max_rank < 1):
         raise OperationError(f"max_rank must be an integer >= 1 or None, got {max_rank!r}")
-    if not (isinstance(eps, int | float | np.floating) and 0 <= eps < np.inf):
+    if not (isinstance(eps, numbers.Real) and 0 <= eps < np.inf):
         raise OperationError(f"eps must be a finite number >= 0, got {eps!r}")
     dtype = np.dtype(np.float64) if a.dtype.kind in "biu" else compute_type([a.dtype])
     row_shape = tuple(a.shape[ax] for ax in rows)
