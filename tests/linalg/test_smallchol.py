@@ -70,9 +70,29 @@ def test_small_stacks_one_at_a_time_and_complex_on_lapack():
         _check(b, c, inv)
     with pytest.raises(np.linalg.LinAlgError):
         smallchol.cholesky_inverse(-a[:2])
-    for x, y in zip(smallchol.cholesky_inverse(a + 0j),
-                    smallchol.reference_cholesky_inverse(a + 0j), strict=True):
-        np.testing.assert_array_equal(x, y)
+    c, inv = smallchol.cholesky_inverse(a + 0j)
+    _check(a, c.real, inv.real)
+    assert not c.imag.any() and not inv.imag.any()
+
+
+@pytest.mark.parametrize("g", [1, smallchol.MIN_STACK + 1])
+def test_large_matrices_on_lapack(g):
+    """Matrices over MAX_SIZE x MAX_SIZE go to LAPACK's potrf and trtri, one at a time: a
+    matrix's results do not depend on the stack's size; one not positive definite is
+    flagged, its neighbours untouched."""
+    rng = np.random.default_rng(3)
+    n = smallchol.MAX_SIZE + 7
+    a = _spd(rng, g, n, 1e6)
+    c, inv = smallchol.cholesky_inverse(a)
+    _check(a, c, inv)
+    one = smallchol.cholesky_inverse(a[-1:])
+    np.testing.assert_array_equal(one[0][0], c[-1])
+    b = a.copy()
+    b[0] = -np.eye(n)
+    c2, inv2, pd, weight = smallchol.shifted_cholesky(b, np.zeros(g))
+    assert pd.tolist() == [False] + [True] * (g - 1) and np.isnan(weight[0])
+    np.testing.assert_array_equal(c2[1:], c[1:])
+    np.testing.assert_allclose(weight[1:], (inv[1:] ** 2).sum(axis=(1, 2)), rtol=1e-12)
 
 
 @settings(max_examples=20, deadline=None)

@@ -87,11 +87,21 @@ def test_matches_lapack(shape, data, dtype, max_rank, eps, seed):
     _check(a, rows, cols, max_rank, eps, TOL[dtype])
 
 
-@pytest.mark.parametrize("shape", [(32, 4, 4, 32), (4, 4, 32, 8)])
-def test_a_network_split_takes_the_gram_path(lapack_calls, shape):
+@pytest.mark.parametrize("shape, max_rank", [((32, 4, 4, 32), 16), ((4, 4, 32, 8), 12)])
+def test_a_network_split_takes_the_gram_path(lapack_calls, shape, max_rank):
     a = np.random.default_rng(1).standard_normal(shape)
-    _check(a, (0, 1), (2, 3), 16, 0.0, 1e-10)
+    _check(a, (0, 1), (2, 3), max_rank, 0.0, 1e-10)
     assert lapack_calls == []
+
+
+def test_keeping_every_value_goes_straight_to_lapack(monkeypatch, lapack_calls):
+    """The Gram path could keep every singular value only where the smallest is far
+    above its error bound: a full SVD is LAPACK's, without a Gram matrix formed first."""
+    monkeypatch.setattr(truncation, "_gram", None)  # would raise if called
+    a = np.random.default_rng(5).standard_normal((12, 9))
+    for max_rank in (None, 9, 20):
+        _check(a, (0,), (1,), max_rank, 0.0, 1e-12)
+    assert lapack_calls == ["reference_svd"] * 3
 
 
 def test_an_eps_cut_inside_a_cluster_is_not_taken_from_the_gram_eigenvalues(lapack_calls):

@@ -353,11 +353,10 @@ def truncated_svd(m, delta, max_rank, gram=True, work=FRESH, key="left"):
     at the next bond (``gram=False`` skips them). The Gram path writes the left factors
     into ``work``'s buffer ``key``.
 
-    Trains whose cut the Gram eigenvalues cannot certify (a cut inside a dense spectrum:
-    a random (6, 128, 60) sum capped at rank 60, whose 15360 x 120 unfoldings resolve
-    eigenvalue gaps of 1e-3 tr where theirs are 1e-4) take :func:`_qr_svd`, the SVD of
-    the Cholesky factor of the same Gram matrix, before LAPACK's SVD of the whole
-    unfolding (:func:`reference_svd`)."""
+    Tall trains (rows >= 2 r) whose cut the Gram eigenvalues cannot certify (an eps cut
+    inside a dense spectrum: 15360 x 120 unfoldings resolve eigenvalue gaps of 1e-3 tr)
+    take :func:`_qr_svd`, the SVD of the Cholesky factor of the same Gram matrix, before
+    LAPACK's SVD of the whole unfolding (:func:`reference_svd`)."""
     if not gram or not _certify_ready():
         return (*reference_svd(m, delta, max_rank), False)
     left, right, k, tail, ok, products = _gram(m, delta, max_rank, work, key)
@@ -367,7 +366,7 @@ def truncated_svd(m, delta, max_rank, gram=True, work=FRESH, key="left"):
     parts = [(good, left[good], right[good])]
     bad = np.flatnonzero(~ok)
     delta = np.broadcast_to(delta, k.shape)
-    if m.shape[1] >= m.shape[2]:
+    if m.shape[1] >= 2 * m.shape[2]:  # (R as large as M: its SVD costs as much)
         l2, r2, k2, t2, served = _qr_svd(m[bad], products[bad], delta[bad], max_rank)
         parts.append((bad[served], l2[served], r2[served]))
         k[bad[served]], tail[bad[served]] = k2[served], t2[served]
