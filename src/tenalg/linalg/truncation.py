@@ -1,5 +1,6 @@
-"""Factorisations of the bond unfoldings in a rounding sweep, batched over trains:
-LQ for the orthogonalisation, truncated SVD for the truncation.
+"""LQ and truncated SVD of stacks of matrices (g, rows, cols), certified: a rounding
+sweep's bond unfoldings, batched over trains (LQ to orthogonalise, the truncated SVD to
+truncate), and :func:`tenalg.linalg.svd`'s one matrix.
 
 Both try a Gram-based fast path first (a GEMM and a tiny Cholesky or ``eigh`` in double
 precision cost a fraction of LAPACK's QR or SVD of the tall unfolding, whose cost per
