@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import tenalg as ta
+from tenalg.backends import cpu as cpu_backend
 from tenalg.kernels import cpu
 
 
@@ -86,6 +87,25 @@ def test_plan_calls_follow_the_thread_count(monkeypatch):
         np.testing.assert_array_equal(plan.execute(a), a.T)
     np.testing.assert_array_equal(plan.execute(a), a.T)
     assert len(plan.runner._calls) == (3 if cpu.thread_count() > 1 else 2)
+
+
+@pytest.mark.parametrize("shape, rows", [((6, 5, 7, 16), True), ((6, 5, 7, 2), False)])
+def test_row_permutations_on_one_thread_are_numpys_copy(monkeypatch, shape, rows):
+    """On one thread, a permutation moving whole rows of 128 bytes or more (the innermost
+    axis shared) is NumPy's copy of the transpose, as fast there; shorter rows, scaled
+    copies and two threads take the kernel. Values are the transpose's either way."""
+    monkeypatch.setattr("tenalg.kernels.cpu.threads.free_cores", lambda ours=0: 1 << 10)
+    a = reversed_view(np.random.default_rng(5), shape)
+    plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ijkl"), out=np.float64,
+                                            out_modes="kijl", order="C"), backend="cpu")
+    want = a.transpose(2, 0, 1, 3)
+    with cpu.one_thread():
+        np.testing.assert_array_equal(plan.execute(a), want)
+        np.testing.assert_array_equal(plan.execute(a, alpha=-1.0), -want)
+    np.testing.assert_array_equal(plan.execute(a), want)
+    copies = [key for key, call in plan.runner._calls.items() if call is cpu_backend._ROWS]
+    assert copies == ([(((True, False),), 1)] if rows else [])
+    assert ("NumPy's copy of whole rows" in plan.explain()) == rows
 
 
 def test_two_pass_reduction_plan_runs_again():
