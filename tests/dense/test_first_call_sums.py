@@ -63,8 +63,14 @@ def _first_then_planned(run, key):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TENALG_COMPILE", "background")
         mp.setattr(calls, "_CALLS", {})
+        # the plan is held back until checked (the compiling thread may build it at once)
+        later, deferred = compiler.later, []
+        mp.setattr(compiler, "later", lambda k, job: deferred.append((k, job)))
         first = run()
-        assert key not in calls._CALLS  # NumPy answered; no plan yet
+        assert key not in calls._CALLS and key in [k for k, _ in deferred]  # NumPy answered
+        mp.setattr(compiler, "later", later)
+        for k, job in deferred:
+            later(k, job)
         assert compiler.wait(timeout=600)
         assert key in calls._CALLS  # planned on the compiling thread
         planned = run()
