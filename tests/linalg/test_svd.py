@@ -194,3 +194,8 @@ def test_a_cap_inside_a_dense_spectrum_takes_the_gram_path(lapack_calls):
     assert (exact[63] - exact[64]) / exact[0] < 4e-3
     _check(theta, (0, 1), (2, 3), 64, 0.0, 1e-10)
     assert lapack_calls == []
+
+
+def test_an_axis_that_is_not_an_integer_is_an_axis_error():
+    with pytest.raises(AxisError):
+        svd(np.ones((3, 4)), ("0",))

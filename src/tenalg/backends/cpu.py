@@ -76,7 +76,7 @@ class CpuRunner(StridedRunner):
             return self._calls[key]
         except KeyError:
             pass
-        if self._rows is not None and key == (((True, False),), 1):  # alpha 1, one thread
+        if self._rows is not None and key == (_PLAIN, 1):  # alpha 1, on one thread
             self._calls[key] = _ROWS
             return _ROWS
         call = self._compiling.get(key)
@@ -115,6 +115,7 @@ class CpuRunner(StridedRunner):
 
 
 _ROWS = object()  # the call of a row permutation on one thread: NumPy's copy
+_PLAIN = tuple((v == 1, v == 0) for v in SCALARS["permutation"].values())  # alpha 1's pattern
 
 
 def _row_copy(op, loops):

@@ -73,19 +73,23 @@ def svd(a, row_axes, col_axes=None, *, max_rank=None, eps=0.0):
 
 def _bipartition(ndim, row_axes, col_axes):
     """The row and column axes (non-negative) after checking that they split the axes."""
-    row_axes = tuple(row_axes)
-    col_axes = (tuple(ax for ax in range(ndim) if ax not in {x % max(ndim, 1) for x in row_axes})
-                if col_axes is None else tuple(col_axes))
-    both = row_axes + col_axes
-    for ax in both:
-        if not isinstance(ax, int | np.integer) or not -ndim <= ax < ndim:
-            raise AxisError(f"axis {ax!r} is out of bounds for an array of {ndim} dimensions")
-    rows = tuple(int(ax) % ndim for ax in row_axes)
-    cols = tuple(int(ax) % ndim for ax in col_axes)
+    rows = _axes(ndim, row_axes)
+    cols = (tuple(ax for ax in range(ndim) if ax not in rows) if col_axes is None
+            else _axes(ndim, col_axes))
     if sorted(rows + cols) != list(range(ndim)):
         raise OperationError(f"row axes {tuple(row_axes)} and column axes {tuple(col_axes)} "
                              f"must name each of the {ndim} axes once")
     return rows, cols
+
+
+def _axes(ndim, axes):
+    """``axes`` as non-negative ints, each checked to be one of ``ndim``."""
+    out = []
+    for ax in axes:
+        if not isinstance(ax, int | np.integer) or not -ndim <= ax < ndim:
+            raise AxisError(f"axis {ax!r} is out of bounds for an array of {ndim} dimensions")
+        out.append(int(ax) % ndim)
+    return tuple(out)
 
 
 def _truncated(m, max_rank, eps):
