@@ -1,5 +1,7 @@
 """Cores, storage models and trains against dense results."""
 
+import copy
+
 import numpy as np
 import pytest
 from tt_helpers import DTYPES, STORAGES, rand, rel, tol
@@ -7,6 +9,7 @@ from tt_helpers import DTYPES, STORAGES, rand, rel, tol
 from tenalg import tt
 from tenalg.errors import DescriptorError, DTypeError, OperationError
 from tenalg.tt.core import zero_fiber
+from tenalg.tt.train import LazySum
 
 
 @pytest.mark.parametrize("storage", STORAGES)
@@ -133,3 +136,22 @@ def test_copies_are_deep():
     y = x.copy()
     assert y.cores[0].fiber(0, 0) is not x.cores[0].fiber(0, 0)
     assert rel(y.to_dense(), x.to_dense()) == 0
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_shallow_copies_share_cores_and_change_alone(storage):
+    x, z = rand((2, 3, 4), 2, storage=storage), rand((2, 3, 4), 1, seed=5, storage=storage)
+    y = copy.copy(x)
+    assert type(y) is tt.TensorTrain and y.cores == x.cores and y.storage == storage
+    dense = x.to_dense()
+    y.clear()
+    assert y.empty and x.ranks == (1, 2, 2, 1)
+    np.testing.assert_array_equal(x.to_dense(), dense)
+
+    s = LazySum(x, z)
+    t = copy.copy(s)
+    assert type(t) is type(s) and t.summands is not None and t.summands == s.summands
+    tt.round_(t, 1e-12)
+    assert s.summands is not None and s.ranks == (1, 3, 3, 1)
+    np.testing.assert_allclose(t.to_dense(), dense + z.to_dense(), atol=1e-12)
+    np.testing.assert_allclose(s.to_dense(), t.to_dense(), atol=1e-12)

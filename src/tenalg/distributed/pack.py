@@ -23,13 +23,14 @@ every tile's task has finished: an error (a worker lost for good, a bad argument
 (2.0, [[0, 1, 2], [3, 4, 5]])
 """
 
+import copy
+import pickle
 import uuid
 
 import numpy as np
 
 from .. import tt
 from ..errors import OperationError
-from ..tt.train import LazySum
 from . import (
     cluster,
     measure,  # registers the byte sizes of trains on workers
@@ -45,17 +46,10 @@ class PackOperationError(OperationError):
     """A distributed pack operation failed; the pack was left as it was."""
 
 
-def _fresh(t):
-    """A new train object sharing ``t``'s cores (an unbuilt sum stays unbuilt), so that
-    an in-place operation on it leaves ``t`` as it was."""
-    if isinstance(t, LazySum) and t.summands is not None:
-        a, b = t.summands
-        return LazySum(tt.TensorTrain(a), tt.TensorTrain(b))
-    return tt.TensorTrain(t.cores)
-
-
 def _fresh_pack(pack):
-    return tt.TrainPack([[_fresh(t) for t in row] for row in pack.grid])
+    """A new pack of new train objects sharing ``pack``'s cores (sums not yet built stay
+    unbuilt), so that an in-place operation on it leaves ``pack`` as it was."""
+    return tt.TrainPack([[copy.copy(t) for t in row] for row in pack.grid])
 
 
 def _part(grid):
@@ -122,8 +116,9 @@ def _first(x):
     return x[0]
 
 
-def _second(x):
-    return x[1]
+def _pickled_infos(x):
+    """A tile's infos as one pickle: one frame for Dask to send, not one per info."""
+    return pickle.dumps(x[1], protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class DistributedPack:
@@ -245,11 +240,12 @@ class DistributedPack:
         homes = self.workers
         parts = [self.client.submit(_first, f, workers=[w], allow_other_workers=True)
                  for f, w in zip(both, homes, strict=True)]
-        infos = [self.client.submit(_second, f, workers=[w], allow_other_workers=True)
+        infos = [self.client.submit(_pickled_infos, f, workers=[w], allow_other_workers=True)
                  for f, w in zip(both, homes, strict=True)]
         self._finished(both + parts + infos, what)
         out = [[None] * self.nblocks for _ in range(self.nvars)]
-        for tile, grid in zip(self.tiles, self.client.gather(infos), strict=True):
+        for tile, blob in zip(self.tiles, self.client.gather(infos), strict=True):
+            grid = pickle.loads(blob)
             for v in range(self.nvars):
                 for i, b in enumerate(tile):
                     out[v][b] = grid[v][i]

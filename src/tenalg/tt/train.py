@@ -140,6 +140,21 @@ class TensorTrain:
         t._init([c.copy() for c in self._cores], self._storage, self._dtype)
         return t
 
+    def __copy__(self):
+        """``copy.copy``: a new train object sharing these (immutable) cores, so that an
+        in-place operation on one leaves the other as it was; a sum not yet built stays
+        unbuilt.
+
+        >>> import copy
+        >>> x = random((2, 2), 1, rng=0)
+        >>> y = copy.copy(x); y.clear()
+        >>> x.ranks, y.ranks
+        ((1, 1, 1), ())
+        """
+        t = type(self).__new__(type(self))
+        t.__dict__.update(self.__dict__)
+        return t
+
     def clear(self):
         """Drop every core (the train becomes empty); bumps the version."""
         self._replace([])
