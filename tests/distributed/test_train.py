@@ -7,6 +7,7 @@ pytest.importorskip("distributed")
 
 from tenalg import tt  # noqa: E402
 from tenalg.distributed import DistributedTrain  # noqa: E402
+from tenalg.distributed import train as train_module  # noqa: E402
 from tenalg.distributed.measure import bytes_moved  # noqa: E402
 
 
@@ -47,3 +48,43 @@ def test_only_small_factors_move(client):
     values = want.evaluate(points)
     err = np.abs(y.gather().evaluate(points) - values).max() / np.abs(values).max()
     assert err <= 1e-12
+
+
+def _slice(kind, dtype):
+    """A (200, 3, 8) core slice whose vertical unfolding is well conditioned, or has
+    condition number 1e10, or rank 4."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((600, 8))
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal((600, 8))
+    if kind != "random":
+        u, _, vh = np.linalg.svd(a, full_matrices=False)
+        s = np.logspace(0, -10, 8) if kind == "cond 1e10" else [1.0] * 4 + [0.0] * 4
+        a = (u * s) @ vh
+    return a.astype(dtype).reshape(200, 3, 8)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+@pytest.mark.parametrize("kind", ["random", "cond 1e10", "rank 4"])
+def test_slice_factors_take_cholesky_only_where_it_is_accurate(kind, dtype):
+    g = _slice(kind, dtype)
+    a = train_module._vertical(g)
+    factors = train_module._factors(g, horizontal=False)
+    r, r_inv = factors
+    assert (r_inv is not None) == (kind == "random")  # else Householder's
+    q = np.linalg.qr(a)[0] if r_inv is None else a @ r_inv
+    u = np.finfo(dtype).eps
+    np.testing.assert_allclose(q.conj().T @ q, np.eye(8), atol=50 * u)
+    np.testing.assert_allclose(q @ r, a, atol=50 * u * np.abs(a).max())
+    assert np.array_equal(r, np.triu(r))
+    block = np.random.default_rng(1).standard_normal((8, 5))
+    svd = ([None, block],)  # the SVD's Q block of worker 1
+    np.testing.assert_allclose(train_module._apply_vertical(g, factors, svd, 1),
+                               (q @ block).reshape(200, 3, 5), atol=50 * u * 8)
+    h = np.ascontiguousarray(a.T).reshape(8, 3, 200)  # its horizontal unfolding: a^T
+    hf = train_module._factors(h, horizontal=True)
+    assert (hf[1] is None) == (r_inv is None)
+    qh = np.linalg.qr(a)[0] if hf[1] is None else a @ hf[1]
+    stacked = (None, [block])  # the stacked QR's Q block of worker 0
+    np.testing.assert_allclose(train_module._apply_horizontal(h, hf, stacked, 0),
+                               (qh @ block).T.reshape(5, 3, 200), atol=50 * u * 8)

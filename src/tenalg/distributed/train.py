@@ -3,13 +3,14 @@ by TSQR (Al Daas, Ballard, Benner, arXiv 2011.06532): only r x r factors move.
 
 Worker p holds the slice ``core[:, start_p:stop_p, :]`` of every core. Rounding is
 Oseledets' SVD rounding: right to left, the LQ of each core's horizontal unfolding (the
-QR of its transpose, whose rows are split over workers: each worker factors its rows,
-the small R factors are stacked and factored once more, and each worker applies its
-block of that small Q); the L factor goes into the previous core's slices on every
-worker. Then left to right, the QR of each vertical unfolding the same way, an SVD of the
-small R, truncation with the per-bond tolerance ``eps ||X|| / sqrt(d - 1)`` (at least
-rank 1, at most ``max_rank``), and ``S V^H`` into the next core's slices. Every task is
-submitted at once; the client waits only for the end.
+QR of its transpose, whose rows are split over workers: each worker factors its rows, by
+Cholesky QR twice where that is accurate, else by Householder's; the small R factors are
+stacked and factored once more, and each worker applies its block of that small Q); the
+L factor goes into the previous core's slices on every worker. Then left to right, the
+QR of each vertical unfolding the same way, an SVD of the small R, truncation with the
+per-bond tolerance ``eps ||X|| / sqrt(d - 1)`` (at least rank 1, at most ``max_rank``),
+and ``S V^H`` into the next core's slices. Every task is submitted at once; the client
+waits only for the end.
 
 >>> from distributed import Client
 >>> from tenalg import tt
@@ -22,9 +23,9 @@ submitted at once; the client waits only for the end.
 """
 
 import math
-import operator
 
 import numpy as np
+import scipy.linalg as sla
 
 from .. import tt
 from ..errors import OperationError
@@ -42,11 +43,6 @@ def _random_slice(seed, k, p, shape, dtype):
     return np.random.default_rng([seed, k, p]).standard_normal(shape).astype(dtype)
 
 
-def _qr_rows(m):
-    """Local QR of a block of rows (reduced)."""
-    return np.linalg.qr(m)
-
-
 def _horizontal_t(g):
     """The transpose of the horizontal unfolding of a core slice: (n r, l)."""
     return g.reshape(g.shape[0], -1).T
@@ -56,12 +52,56 @@ def _vertical(g):
     return g.reshape(-1, g.shape[2])
 
 
-def _local_qr(g, horizontal):
-    return _qr_rows(_horizontal_t(g) if horizontal else _vertical(g))
+# Cholesky QR's second pass is taken where the first one's Q has a Gram matrix this close
+# to the identity (||Q1^H Q1 - I||_F); its Q is then orthonormal to a few rounding errors
+CHOLESKY_QR2_LIMIT = 1e-2
 
 
-def _stacked_qr(*rs):
-    """QR of the stacked small R factors: (R, [the row block of Q for each worker])."""
+def _cholesky_qr2(a):
+    """(R, R^-1) of a = Q R by Cholesky QR twice (Q = a R^-1), or None where the Gram matrix is
+    not positive definite or the first pass's Q is too far from orthonormal (cond(a)
+    near 1/sqrt(u): Householder's turn).  Three passes over a, each a GEMM: for a
+    262144 x 32 slice of W1, 55 ms against LAPACK's QR's 730 ms (one thread), whose
+    panel of 32 columns is level-2 work, a pass over the slice per column."""
+    eye = np.eye(a.shape[1], dtype=a.dtype)
+    try:
+        r1 = sla.cholesky(a.conj().T @ a)
+        r1_inv = sla.solve_triangular(r1, eye)
+        q1 = a @ r1_inv
+        g2 = q1.conj().T @ q1
+        if not np.linalg.norm(g2 - eye) <= CHOLESKY_QR2_LIMIT:
+            return None
+        r2 = sla.cholesky(g2)
+        return r2 @ r1, r1_inv @ sla.solve_triangular(r2, eye)
+    except np.linalg.LinAlgError:
+        return None
+
+
+def _unfolding(g, horizontal):
+    return _horizontal_t(g) if horizontal else _vertical(g)
+
+
+def _factors(g, horizontal):
+    """(R, R^-1) of the QR of one slice's unfolding (the transposed horizontal one, or the
+    vertical), Q = a R^-1, by :func:`_cholesky_qr2`; else (Householder's R, None), its Q
+    formed again where it is applied (:func:`_q_times`).  Only these small factors
+    leave the worker."""
+    a = _unfolding(g, horizontal)
+    factors = _cholesky_qr2(a) if a.shape[0] >= a.shape[1] else None
+    return factors if factors is not None else (np.linalg.qr(a, mode="r"), None)
+
+
+def _q_times(a, r_inv, block):
+    """(left, c) with Q block = left @ c, Q the local factor of unfolding ``a``."""
+    if r_inv is None:
+        return np.linalg.qr(a)[0], block
+    return a, r_inv @ block
+
+
+def _stacked_qr(*factors):
+    """QR of the stacked R factors of the workers' slices: (R, [the row block of Q for
+    each worker])."""
+    rs = [f[0] for f in factors]
     q, r = np.linalg.qr(np.concatenate(rs, axis=0))
     bounds = np.cumsum([0] + [x.shape[0] for x in rs])
     return r, [q[bounds[i]:bounds[i + 1]] for i in range(len(rs))]
@@ -75,39 +115,38 @@ def _keep(s, delta, max_rank):
     return min(k, max_rank) if max_rank is not None else k
 
 
-def _small_svd(qr, tol, max_rank, first, delta):
-    """Truncated SVD of the stacked R: (U_k-rotated Q blocks, S_k V_k^H, delta)."""
-    r, blocks = qr
+def _small_svd(tol, max_rank, previous, *factors):
+    """Truncated SVD of the stacked R of the workers' ``factors``: (U_k-rotated Q blocks,
+    S_k V_k^H, delta); delta is ``previous``'s, or set here on the first core (None)."""
+    r, blocks = _stacked_qr(*factors)
     u, s, vh = np.linalg.svd(r, full_matrices=False)
-    if first:  # ||X|| is the norm of the first core once the others are orthonormal
-        delta = tol * float(np.linalg.norm(s))
+    # ||X|| is the norm of the first core once the others are orthonormal
+    delta = tol * float(np.linalg.norm(s)) if previous is None else previous[2]
     k = _keep(s, delta, max_rank)
     return [b @ u[:, :k] for b in blocks], s[:k, None] * vh[:k], delta
 
 
-def _apply_horizontal(qr_local, block, shape):
-    """The new slice of an orthonormalised core: (Q_p Q'_p)^T, shaped (l', n_p, r)."""
-    q = qr_local[0] @ block
-    return np.ascontiguousarray(q.T).reshape(q.shape[1], shape[1], shape[2])
+def _apply_horizontal(g, factors, stacked, p):
+    """The new slice of an orthonormalised core: (Q_p Q'_p)^T, shaped (l', n_p, r),
+    formed transposed (c^T a^T, a^T the contiguous slice) rather than copied so."""
+    left, c = _q_times(_horizontal_t(g), factors[1], stacked[1][p])
+    return (c.T @ left.T).reshape(c.shape[1], g.shape[1], g.shape[2])
 
 
-def _apply_vertical(qr_local, block, shape):
-    q = qr_local[0] @ block
-    return q.reshape(shape[0], shape[1], q.shape[1])
+def _apply_vertical(g, factors, svd, p):
+    left, c = _q_times(_vertical(g), factors[1], svd[0][p])
+    return (left @ c).reshape(g.shape[0], g.shape[1], c.shape[1])
 
 
-def _pick(x, i, p):
-    """x[i][p]: one worker's block of a small factor, so only that block moves."""
-    return x[i][p]
-
-
-def _times_right(g, r):
+def _times_right(g, stacked):
     """core ×_3 R^T: the previous core absorbs L = R^T of the LQ (one GEMM)."""
+    r = stacked[0]
     return (g.reshape(-1, g.shape[2]) @ r.T).reshape(g.shape[0], g.shape[1], r.shape[0])
 
 
-def _times_left(m, g):
-    """m ×_1 core: the next core absorbs S V^H (one GEMM)."""
+def _times_left(svd, g):
+    """S V^H ×_1 core: the next core absorbs it (one GEMM)."""
+    m = svd[1]
     return (m @ g.reshape(g.shape[0], -1)).reshape(m.shape[0], g.shape[1], g.shape[2])
 
 
@@ -162,41 +201,32 @@ class DistributedTrain:
         return self.client.submit(threads.run, fn, *args, workers=[self.workers[p]],
                                   allow_other_workers=True, pure=False)
 
-    def _tsqr(self, slices, horizontal):
-        """Local QRs (on each slice's worker) and the QR of their stacked R factors (on
-        worker 0): futures of the local (Q, R) and of (R, Q blocks)."""
-        local = [self._on(p, _local_qr, g, horizontal) for p, g in enumerate(slices)]
-        rs = [self._on(p, operator.itemgetter(1), f) for p, f in enumerate(local)]
-        return local, self._on(0, _stacked_qr, *rs)
-
     def round(self, eps=0.0, max_rank=None):
-        """A rounded copy (see the module's docstring); the ranks are read at the end."""
-        d, nw = len(self.parts), len(self.workers)
+        """A rounded copy (see the module's docstring); the ranks are read at the end.
+        A bond takes three tasks one after the other (two on the way back): the slices'
+        factors, their stacked QR (or SVD) on worker 0, the slices' updates; only the
+        small factors move."""
+        d = len(self.parts)
         self.last_tasks = 0
         if d == 1:
             return self
         cores = [list(p) for p in self.parts]
         # right to left: LQ of each core (TSQR of its transposed horizontal unfolding)
         for k in range(d - 1, 0, -1):
-            local, small = self._tsqr(cores[k], horizontal=True)
-            r = self._on(0, operator.itemgetter(0), small)
-            blocks = [self._on(0, _pick, small, 1, p) for p in range(nw)]
-            shapes = [self._on(p, np.shape, g) for p, g in enumerate(cores[k])]
-            cores[k] = [self._on(p, _apply_horizontal, local[p], blocks[p], shapes[p])
-                        for p in range(nw)]
-            cores[k - 1] = [self._on(p, _times_right, g, r) for p, g in enumerate(cores[k - 1])]
+            factors = [self._on(p, _factors, g, True) for p, g in enumerate(cores[k])]
+            stacked = self._on(0, _stacked_qr, *factors)
+            cores[k] = [self._on(p, _apply_horizontal, g, factors[p], stacked, p)
+                        for p, g in enumerate(cores[k])]
+            cores[k - 1] = [self._on(p, _times_right, g, stacked)
+                            for p, g in enumerate(cores[k - 1])]
         # left to right: TSQR of each vertical unfolding, SVD of its R, truncation
-        tol, delta = eps / math.sqrt(d - 1), None
+        tol, svd = eps / math.sqrt(d - 1), None
         for k in range(d - 1):
-            local, small = self._tsqr(cores[k], horizontal=False)
-            svd = self._on(0, _small_svd, small, tol, max_rank, k == 0, delta)
-            delta = self._on(0, operator.itemgetter(2), svd)
-            sv = self._on(0, operator.itemgetter(1), svd)
-            blocks = [self._on(0, _pick, svd, 0, p) for p in range(nw)]
-            shapes = [self._on(p, np.shape, g) for p, g in enumerate(cores[k])]
-            cores[k] = [self._on(p, _apply_vertical, local[p], blocks[p], shapes[p])
-                        for p in range(nw)]
-            cores[k + 1] = [self._on(p, _times_left, sv, g) for p, g in enumerate(cores[k + 1])]
+            factors = [self._on(p, _factors, g, False) for p, g in enumerate(cores[k])]
+            svd = self._on(0, _small_svd, tol, max_rank, svd, *factors)
+            cores[k] = [self._on(p, _apply_vertical, g, factors[p], svd, p)
+                        for p, g in enumerate(cores[k])]
+            cores[k + 1] = [self._on(p, _times_left, svd, g) for p, g in enumerate(cores[k + 1])]
         flat = [f for row in cores for f in row]
         failure = first_failure(flat)
         if failure is not None:
