@@ -25,7 +25,6 @@ every tile's task has finished: an error (a worker lost for good, a bad argument
 
 import copy
 import pickle
-import uuid
 
 import numpy as np
 
@@ -37,7 +36,7 @@ from . import (
     stencil,
     threads,
 )
-from .futures import first_failure
+from .futures import first_failure, task_key
 
 _ = measure
 
@@ -153,7 +152,7 @@ class DistributedPack:
         travel in the tasks' arguments, so the scheduler can rebuild a lost tile."""
         mesh, tiles, workers = cls._layout(client, pack.nblocks, mesh, workers)
         parts = [client.submit(_part, [[pack[v, b] for b in tile] for v in range(pack.nvars)],
-                               key=f"tenalg-pack-part-{uuid.uuid4().hex}", workers=[w],
+                               key=task_key(_part), workers=[w],
                                allow_other_workers=True)
                  for tile, w in zip(tiles, workers, strict=True)]
         return cls(client, parts, tiles, workers, pack.nvars, mesh)
@@ -164,7 +163,7 @@ class DistributedPack:
         the function)."""
         mesh, tiles, workers = cls._layout(client, nblocks, mesh, workers)
         parts = [client.submit(threads.run, _generate, make, nvars, tile, workers=[w],
-                               allow_other_workers=True)
+                               allow_other_workers=True, key=task_key(_generate))
                  for tile, w in zip(tiles, workers, strict=True)]
         return cls(client, parts, tiles, workers, nvars, mesh)
 
@@ -180,7 +179,7 @@ class DistributedPack:
         homes = self._homes()
         self.workers = homes
         futures = [self.client.submit(threads.run, fn, *args, *extra, workers=[w],
-                                      allow_other_workers=True, pure=False)
+                                      allow_other_workers=True, key=task_key(fn))
                    for w, *args in zip(homes, *per_tile, strict=True)]
         self.last_tasks = len(futures)
         return futures
@@ -304,7 +303,7 @@ class DistributedPack:
             parts = [x for x in ((inner, (), ()), (edge, blocks, futures)) if x[0]]
             done = [self.client.submit(threads.run, _stencil, p, tile, self.mesh, coefficient,
                                        eps, max_rank, method, part, gb, *gf, workers=[w],
-                                       allow_other_workers=True, pure=False)
+                                       allow_other_workers=True, key=task_key(_stencil))
                     for part, gb, gf in parts]
             both.append(self.client.submit(_joined, len(tile), [part for part, *_ in parts],
                                            *done, workers=[w], allow_other_workers=True,

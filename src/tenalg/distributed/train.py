@@ -30,7 +30,7 @@ import scipy.linalg as sla
 from .. import tt
 from ..errors import OperationError
 from . import cluster, threads
-from .futures import first_failure
+from .futures import first_failure, task_key
 
 
 def _split(n, parts):
@@ -199,7 +199,7 @@ class DistributedTrain:
     def _on(self, p, fn, *args):
         self.last_tasks += 1
         return self.client.submit(threads.run, fn, *args, workers=[self.workers[p]],
-                                  allow_other_workers=True, pure=False)
+                                  allow_other_workers=True, key=task_key(fn))
 
     def round(self, eps=0.0, max_rank=None):
         """A rounded copy (see the module's docstring); the ranks are read at the end.
