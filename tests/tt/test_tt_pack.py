@@ -194,6 +194,27 @@ def test_pack_sums_are_built_only_when_read():
         np.testing.assert_allclose(p[pos].to_dense(), single.to_dense(), atol=1e-12)
 
 
+@pytest.mark.parametrize("storage", STORAGES)
+def test_sums_of_several_packs_stay_one_lazy_sum(storage):
+    """(a + b) + 0.5 c of packs is one unbuilt sum of three summands, not a sum of a built
+    sum: its cores, ranks, norm and rounding are those of the single trains' sums."""
+    a, b, c = ([rand(DIMS, r, storage=storage, seed=10 * s + i) for i in range(3)]
+               for s, r in enumerate((2, 3, 1)))
+    p = tt.add(tt.add(tt.TrainPack(a), tt.TrainPack(b)), tt.TrainPack([0.5 * x for x in c]))
+    singles = [x + y + 0.5 * z for x, y, z in zip(a, b, c, strict=True)]
+    assert all(len(p[pos].summands) == 3 for pos in p.positions())
+    assert p[0, 0].ranks == singles[0].ranks == (1, 6, 6, 6, 1)
+    np.testing.assert_allclose(tt.norm(p)[0], [tt.norm(x) for x in singles], rtol=1e-12)
+    for k, core in enumerate(p[0, 2].cores):  # reading builds it, as block_sum would
+        np.testing.assert_array_equal(core.array(), singles[2].cores[k].array())
+    assert p[0, 2].summands is None and p[0, 1].summands is not None
+    p.round_(1e-10)
+    for i, pos in enumerate(p.positions()):
+        single = tt.round(singles[i], 1e-10)
+        assert p[pos].ranks == single.ranks
+        np.testing.assert_allclose(p[pos].to_dense(), single.to_dense(), atol=1e-12)
+
+
 def test_device_pack_groups_must_share_core_shapes():
     """A group given by the caller is stacked only when its trains' cores agree; sums
     of equal ranks split differently between the summands are built and stacked."""

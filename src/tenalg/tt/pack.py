@@ -73,7 +73,7 @@ def _signature(t):
     """Trains of equal signatures are stacked together: equal dtypes and core shapes (sums
     not yet built: equal shapes of their summands' cores)."""
     parts = t.summands if isinstance(t, LazySum) else None
-    cores = (*parts[0], *parts[1]) if parts else t.cores
+    cores = [c for part in parts for c in part] if parts else t.cores
     return t.dtype, parts is not None, tuple([c._shape for c in cores])  # no property: 2x
 
 
@@ -288,17 +288,16 @@ class TrainPack:
 
 
 def _summands(trains, work):
-    """Stacks to round for a group of ``trains``: the cores of both summands of sums not
+    """Stacks to round for a group of ``trains``: the cores of every summand of sums not
     yet built (in ``work``'s buffers; their shapes must agree), else the trains' own cores."""
     parts = [t.summands if isinstance(t, LazySum) else None for t in trains]
     if any(p is None for p in parts) or len({_signature(t) for t in trains}) > 1:
         return [batched.stack(trains)]
     return [[work.stack((j, k), [p[j][k].array() for p in parts], trains[0].dtype)
-             for k in range(len(parts[0][j]))] for j in (0, 1)]
+             for k in range(len(parts[0][j]))] for j in range(len(parts[0]))]
 
 
 def _stacked(trains):
     """The stacked cores of ``trains`` (sums not yet built: formed from the summands'
     stacks in one batched block sum; the trains stay unbuilt)."""
-    summands = _summands(trains, FRESH)
-    return summands[0] if len(summands) == 1 else batched.block_sum(*summands)
+    return functools.reduce(batched.block_sum, _summands(trains, FRESH))

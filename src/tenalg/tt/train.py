@@ -241,20 +241,28 @@ class TensorTrain:
 
 
 class LazySum(TensorTrain):
-    """The sum a + b of two closed trains of equal dims whose block-diagonal cores are
+    """The sum of two or more closed trains of equal dims whose block-diagonal cores are
     built only when first read. Pack sums are these: pack rounding works on the summands'
-    cores and never builds the sums (``summands`` is None once built or replaced).
+    cores and never builds the sums (``summands`` is None once built or replaced). A sum
+    with an unbuilt sum among its terms takes that sum's summands: (a + b) + c has three.
 
     >>> x = random((2, 2, 2), 1, rng=0)
     >>> s = LazySum(x, x)
     >>> s.ranks, s.summands is not None, s.cores[1].shape, s.summands
     ((1, 2, 2, 1), True, (2, 2, 2), None)
+    >>> len(LazySum(LazySum(x, x), x).summands)
+    3
     """
 
-    def __init__(self, a, b):
-        self._sum_of, self._built = (a.cores, b.cores), None
-        dtype = a.dtype if a.dtype == b.dtype else common_dtype([a.dtype, b.dtype])
-        self._storage, self._dtype, self._dims, self._version = a.storage, dtype, a.dims, 0
+    def __init__(self, *trains):
+        self._sum_of = tuple(part for t in trains for part in (
+            t.summands if isinstance(t, LazySum) and t.summands is not None else (t.cores,)))
+        self._built = None
+        dtypes = {t.dtype for t in trains}
+        dtype = dtypes.pop() if len(dtypes) == 1 else common_dtype(list(dtypes))
+        first = trains[0]
+        self._storage, self._dtype, self._dims, self._version = (first.storage, dtype,
+                                                                 first.dims, 0)
 
     @property
     def _cores(self):
@@ -268,14 +276,14 @@ class LazySum(TensorTrain):
         self._built, self._sum_of = cores, None
 
     summands = property(lambda self: self._sum_of,
-                        doc="The cores of a and b while the sum is not built, else None.")
+                        doc="The summands' cores while the sum is not built, else None.")
 
     @property
     def ranks(self):
         if self._sum_of is None:
             return TensorTrain.ranks.fget(self)
-        a, b = self._sum_of
-        return (1, *(x.rr + y.rr for x, y in zip(a[:-1], b[:-1], strict=True)), 1)
+        interior = list(zip(*self._sum_of, strict=True))[:-1]
+        return (1, *(sum(c.rr for c in column) for column in interior), 1)
 
     ncores = property(lambda self: len(self._sum_of[0] if self._sum_of else self._cores))
     closed = property(lambda self: self._sum_of is not None or TensorTrain.closed.fget(self))
@@ -319,28 +327,38 @@ def require_same_dims(what, a, b):
         raise OperationError(f"{what}: dims {a.dims} and {b.dims} differ")
 
 
-def block_sum(a, b):
-    """a + b for two closed trains of equal dims: first core [A B], interior diag(A, B),
-    last [A; B] (ranks add). ``tt.add`` and ``a + b`` run this.
+def block_sum(*trains):
+    """The sum of two or more closed trains of equal dims: first core [A B ...], interior
+    diag(A, B, ...), last [A; B; ...] (ranks add). ``tt.add`` and ``a + b`` run this.
 
     >>> x = random((2, 2), 1, rng=0)
-    >>> block_sum(x, x).ranks
-    (1, 2, 1)
+    >>> block_sum(x, x).ranks, block_sum(x, x, x).ranks
+    ((1, 2, 1), (1, 3, 1))
     """
-    require_closed("add", a, b)
-    require_same_dims("add", a, b)
-    dtype = common_dtype([a.dtype, b.dtype])
-    d = a.ncores
+    require_closed("add", *trains)
+    for t in trains[1:]:
+        require_same_dims("add", trains[0], t)
+    dtype = common_dtype([t.dtype for t in trains])
+    first, d = trains[0], trains[0].ncores
     if d == 1:
-        core = np.asarray(a.cores[0].array(), dtype) + b.cores[0].array()
-        return TensorTrain._from_arrays([core], a.storage)
+        core = np.asarray(first.cores[0].array(), dtype)
+        for t in trains[1:]:
+            core = core + t.cores[0].array()
+        return TensorTrain._from_arrays([core], first.storage)
     cores = []
-    for k, (x, y) in enumerate(zip(a.cores, b.cores, strict=True)):
-        l0 = 0 if k == 0 else x.lr
-        r0 = 0 if k == d - 1 else x.rr
-        shape = (l0 + y.lr if k else 1, x.dd, r0 + y.rr if k < d - 1 else 1)
-        cores.append(place([(x, 0, 0), (y, l0, r0)], shape, a.storage, dtype))
+    for k, column in enumerate(zip(*(t.cores for t in trains), strict=True)):
+        lefts = [0] * len(column) if k == 0 else _offsets([c.lr for c in column])
+        rights = [0] * len(column) if k == d - 1 else _offsets([c.rr for c in column])
+        shape = (lefts[-1] + column[-1].lr if k else 1, column[0].dd,
+                 rights[-1] + column[-1].rr if k < d - 1 else 1)
+        cores.append(place(list(zip(column, lefts, rights, strict=True)), shape,
+                           first.storage, dtype))
     return TensorTrain(cores)
+
+
+def _offsets(sizes):
+    """Where each block starts when blocks of ``sizes`` are placed one after the other."""
+    return [sum(sizes[:i]) for i in range(len(sizes))]
 
 
 def scaled(a, alpha):
