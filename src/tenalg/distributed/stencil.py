@@ -63,10 +63,10 @@ def step(pack, mesh, coefficient, eps, max_rank=None, method="svd", *, blocks=No
     lookup = (lambda v, b: pack[v, b]) if lookup is None else lookup
     total = tt.TrainPack([[pack[v, i] for i in range(len(blocks))]
                           for v in range(pack.nvars)])
-    directions = 2 * len(mesh)
-    for k in range(directions):
-        addend = tt.TrainPack([[coefficient * lookup(v, neighbours(b, mesh)[k])
-                                for b in blocks] for v in range(pack.nvars)])
+    around = [neighbours(b, mesh) for b in blocks]
+    for k in range(2 * len(mesh)):
+        addend = tt.TrainPack([[coefficient * lookup(v, n[k]) for n in around]
+                               for v in range(pack.nvars)])
         total = tt.add(total, addend)
     infos = total.round_(eps, max_rank, method)
     return total, infos
