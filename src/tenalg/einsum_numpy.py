@@ -198,9 +198,20 @@ class NumpyEinsum:
             self._call = functools.partial(c_einsum, expression, **given)
         else:
             self._call = functools.partial(np.einsum, expression, **self.options)
+        self._single = None if optimize is False else functools.partial(
+            np.einsum, expression, **{**self.options, "optimize": False})
 
     def __call__(self, arrays, out):
-        return self._call(*arrays) if out is None else self._call(*arrays, out=out)
+        try:
+            return self._call(*arrays) if out is None else self._call(*arrays, out=out)
+        except AttributeError:
+            if self._single is None:
+                raise
+            # NumPy's pairwise path hands an object-typed 0-d intermediate on as the
+            # Python object it is, not an array, and fails on it (",,aa" on object
+            # operands, NumPy 2.4); its single pass computes the same sum, and the path
+            # failed before writing out
+            return self._single(*arrays) if out is None else self._single(*arrays, out=out)
 
     def explain(self):
         options = ", ".join(f"{k}={v!r}" for k, v in self.options.items()
