@@ -77,16 +77,12 @@ def _cholesky_qr2(a):
         return None
 
 
-def _unfolding(g, horizontal):
-    return _horizontal_t(g) if horizontal else _vertical(g)
-
-
 def _factors(g, horizontal):
     """(R, R^-1) of the QR of one slice's unfolding (the transposed horizontal one, or the
     vertical), Q = a R^-1, by :func:`_cholesky_qr2`; else (Householder's R, None), its Q
     formed again where it is applied (:func:`_q_times`).  Only these small factors
     leave the worker."""
-    a = _unfolding(g, horizontal)
+    a = _horizontal_t(g) if horizontal else _vertical(g)
     factors = _cholesky_qr2(a) if a.shape[0] >= a.shape[1] else None
     return factors if factors is not None else (np.linalg.qr(a, mode="r"), None)
 
@@ -203,9 +199,9 @@ class DistributedTrain:
 
     def round(self, eps=0.0, max_rank=None):
         """A rounded copy (see the module's docstring); the ranks are read at the end.
-        A bond takes three tasks one after the other (two on the way back): the slices'
-        factors, their stacked QR (or SVD) on worker 0, the slices' updates; only the
-        small factors move."""
+        A bond takes three tasks one after the other, in either sweep: the slices'
+        factors, their stacked QR (or SVD) on worker 0, the next core's slices updated;
+        only the small factors move."""
         d = len(self.parts)
         self.last_tasks = 0
         if d == 1:
