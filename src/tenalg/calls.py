@@ -19,6 +19,7 @@ from .errors import DescriptorError, DTypeError, OutputTypeError
 from .kernels import compiler
 from .operations import Operation
 from .plan import Plan
+from .views import made_by_numpy
 
 
 def as_array(x, what):
@@ -76,8 +77,11 @@ def _descriptor(layout, what):
     return TensorDescriptor.from_byte_strides(*layout, what)
 
 
-# (front end, its arguments, the layouts of a and out) -> the function that runs the call;
-# a plain dict (a hit is one lookup, no lock), emptied when full
+# (front end, its arguments, the layouts of a and out) -> (plan, select); and, for calls
+# of one array without out or scalars, (front end, its arguments, a's layout) -> the
+# plan's unchecked one-array run (Plan.single), where it has one: the key is the layout
+# the plan would check (``ta.sum`` of 8 x 8: 1.65 -> 1.35 us, ``np.sum`` 1.66).  A plain dict (a
+# hit is one lookup, no lock), emptied when full
 _CALLS = {}
 _MAX_CALLS = 1024
 
@@ -121,7 +125,12 @@ def call(arrays, out, key, build, *args, scalars=None, first=None):
         plan, select = build(arrays, out, *args)
     else:
         if len(arrays) == 1:  # most calls: their key in one expression (0.4 us less)
-            key = (key, arrays[0].shape, arrays[0].strides, arrays[0].dtype)
+            x = arrays[0]
+            key = (key, x.shape, x.strides, x.dtype)
+            if out is None and scalars is None:
+                single = _CALLS.get(key)
+                if single is not None and (x.base is None or made_by_numpy(x)):
+                    return single(x)
         else:
             for x in arrays:
                 key += (x.shape, x.strides, x.dtype)
@@ -157,6 +166,9 @@ def _build(key, build, arrays, args, out=None):
     if len(_CALLS) >= _MAX_CALLS:
         _CALLS.clear()
     _CALLS[key] = built
+    plan, select = built
+    if out is None and select is None and plan.single is not None and len(arrays) == 1:
+        _CALLS[key[:-1]] = plan.single
     return built
 
 

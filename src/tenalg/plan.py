@@ -70,6 +70,7 @@ class Plan:
         self.kind = kind
         self.backend, self.runner, self.reason = seam.choose(op, kind, backend)
         self.loops = getattr(self.runner, "loops", None)
+        self.single = None  # one input of exactly its layout into a new output, unchecked
         self._run = getattr(self.runner, "run", None)
         call = self._call = getattr(self.runner, "call", None)
         if hasattr(self.runner, "execute"):  # arrays that are not NumPy's: the runner checks
@@ -77,6 +78,7 @@ class Plan:
             self.execute_into = self._foreign_execute_into
         elif call is not None:
             # the common call checked in one pass, anything else by the method
+            self.single = call.single
             self.execute = _checked(call, self._expected, Plan.execute.__get__(self))
             self.execute_into = _checked_into(call, self._expected, self._out_expected,
                                               Plan.execute_into.__get__(self))

@@ -53,6 +53,15 @@ def test_reduction(data, shape, dtype, op):
     assert got.shape == tuple(a.shape[m] for m in kept)
     np.testing.assert_allclose(wide(got), wide(reference.execute(a)),
                                rtol=tolerance(dtype), atol=tolerance(dtype))
+    run = auto.runner.call  # NumPy's own result, where taken, is the general call's
+    general = run((a,))
+    assert auto.single is run.single
+    if run.single is not None:
+        single = run.single(a)
+        assert type(single) is np.ndarray and single.strides == general.strides
+        np.testing.assert_array_equal(single, general)
+    if kept == sorted(kept) and kept and a.flags.c_contiguous and a.size:
+        assert run.single is not None  # the common sum: NumPy's own result
 
 
 @settings(max_examples=30, deadline=None)

@@ -146,6 +146,22 @@ def test_wait_mode_plans_the_first_call(monkeypatch):
     assert _sum_key(x, 1) in calls._CALLS
 
 
+def test_a_planned_small_call_is_numpys_own_result_and_keeps_the_bounds_check(monkeypatch):
+    monkeypatch.setenv("TENALG_COMPILE", "wait")
+    monkeypatch.setattr(calls, "_CALLS", {})
+    x = np.arange(64.0).reshape(8, 8)
+    planned = ta.sum(x, axis=1)  # plans, and keeps the plan's unchecked run for the layout
+    single = calls._CALLS[_sum_key(x, 1)[:-1]]
+    assert single is calls._CALLS[_sum_key(x, 1)][0].single
+    again = ta.sum(x.copy(), axis=1)
+    np.testing.assert_array_equal(again, planned)
+    np.testing.assert_array_equal(again, np.add.reduce(x, axis=1))
+    # the same layout, reaching past its buffer: refused, never read
+    bad = np.lib.stride_tricks.as_strided(np.arange(8.0), x.shape, x.strides)
+    with pytest.raises(ta.BoundsError, match="input A"):
+        ta.sum(bad, axis=1)
+
+
 def test_a_plan_that_fails_off_the_thread_fails_in_the_next_call(background, monkeypatch):
     def failing_plan(*args):
         raise ta.OperationError("no plan")

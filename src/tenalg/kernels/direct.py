@@ -120,14 +120,23 @@ def _copy_order(a, axes, out, probe_limit=1 << 16):
         return None
     if _same_strides(TensorDescriptor.contiguous(out.extents, out.dtype).strides, out):
         return "C"
+    return "K" if _gives_layout(a, lambda x: x.transpose(axes).copy(order="K"), out,
+                                probe_limit) else None
+
+
+def _gives_layout(a, numpy_call, out, probe_limit=1 << 16):
+    """Whether ``numpy_call`` on an array of A's layout (``a``, a descriptor) returns an
+    array of ``out``'s layout: decided once, on a probe array of at most ``probe_limit``
+    elements (False beyond it)."""
     if not 0 < a.span <= probe_limit:
-        return None
+        return False
     lo, _ = a.bounds()
     item = a.dtype.itemsize
     probe = np.lib.stride_tricks.as_strided(
         np.empty(a.span, a.dtype)[-lo:], a.extents, tuple(s * item for s in a.strides))
-    copied = probe.transpose(axes).copy(order="K")
-    return "K" if _same_strides(tuple(s // item for s in copied.strides), out) else None
+    result = numpy_call(probe)
+    return (isinstance(result, np.ndarray) and result.shape == out.extents
+            and _same_strides(tuple(s // item for s in result.strides), out))
 
 
 def _same_strides(strides, out):
@@ -155,7 +164,13 @@ def _reduction(op, allocate):
         ufunc.reduce(arrays[0], axis=reduced, out=out.transpose(out_axes))
         return out
 
-    return _runner(call, f"numpy.{ufunc.__name__}.reduce over A's axes {reduced}")
+    def single(x):  # NumPy's own result where it has the output's layout: no out= to make
+        return ufunc.reduce(x, axis=reduced)  # (an 8 x 8 sum's plan 1.47 -> 0.92 us)
+
+    if not (op.out_modes and out_axes == tuple(range(len(out_axes)))
+            and _gives_layout(a.descriptor, single, op.output)):
+        single = None
+    return _runner(call, f"numpy.{ufunc.__name__}.reduce over A's axes {reduced}", single)
 
 
 def _diagonal_sum(op, allocate):
