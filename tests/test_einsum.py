@@ -370,3 +370,38 @@ def test_single_operand_into_out():
     diag = np.empty(3)
     einsum("ii->i", np.arange(9.0).reshape(3, 3), out=diag)
     np.testing.assert_array_equal(diag, [0.0, 4.0, 8.0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), dtype=st.sampled_from([np.float32, np.float64, np.complex128]),
+       expr=st.sampled_from(["ij,jk->ik", "ij,jk", "bij,bjk->bik", "ij,kj->ik", "ji,jk->ik",
+                             "ij,jk->ki", "i,i->i", "ij,j->i"]))
+def test_gemm_of_the_operands_alone_is_numpys_matmul(data, dtype, expr):
+    """Where a product is np.matmul on the operands as they are, into what NumPy would
+    allocate, einsum calls np.matmul bare: the same bits and layout as the general path."""
+    terms = expr.split("->")[0].split(",")
+    extents = {m: data.draw(st.integers(1, 6), label=m) for m in "bijk"}
+    arrays = [data.draw(strided(tuple(extents[m] for m in t), dtype)) for t in terms]
+    plan = einsum_plan(expr, *arrays)
+    bare = (all(x.flags.c_contiguous for x in arrays) and min(extents.values()) > 1
+            and expr in ("ij,jk->ik", "ij,jk", "bij,bjk->bik"))  # extent 1: folded away
+    if bare:
+        assert plan._new is np.matmul
+    if plan._new is not np.matmul:
+        return
+    got = einsum(expr, *arrays)
+    general = plan._run(arrays, np.empty_like(got))
+    assert got.flags.c_contiguous and got.flags.owndata and got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, general)
+    np.testing.assert_array_equal(got, np.matmul(*arrays))
+
+
+def test_bare_matmul_only_where_it_is_the_whole_plan():
+    a = np.ones((512, 512))  # a 2 MB result: tenalg allocates it on a cache line
+    assert einsum_plan("ij,jk->ik", a, a)._new is None
+    assert einsum_plan("ij,jk->ik", a[:8, :8], a[:8, :8], order="F")._new is None
+    small = np.ones((8, 8))
+    assert einsum_plan("ij,jk->ik", small, small)._new is np.matmul
+    assert einsum_plan("ij,jk->ik", small, small.T)._new is np.matmul  # any strides
+    assert einsum_plan("ij,jk->ki", small, small)._new is None  # not matmul's own layout
+    assert einsum_plan("ij,jk->ik", small, small.astype(np.float32))._new is None  # a cast

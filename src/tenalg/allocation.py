@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-_LINE, _LINED_BYTES = 64, 1 << 20
+_LINE, LINED_BYTES = 64, 1 << 20
 
 
 def byte_strides(descriptor):
@@ -44,7 +44,7 @@ def line_empty(shape, dtype):
     """
     dtype = np.dtype(dtype)
     size = math.prod(shape) * dtype.itemsize
-    if size < _LINED_BYTES:
+    if size < LINED_BYTES:
         return np.empty(shape, dtype)
     buffer = np.empty(size + _LINE, np.uint8)
     start = -buffer.ctypes.data % _LINE

@@ -25,7 +25,7 @@ import numpy as np
 import opt_einsum
 
 from . import blas, seam
-from .allocation import allocator
+from .allocation import LINED_BYTES, allocator, strides_match
 from .descriptors import Operand, TensorDescriptor, Unary
 from .dtypes import is_complex
 from .errors import OperationError
@@ -230,6 +230,12 @@ class ContractionKernel:
         """out = alpha * contraction(arrays) + beta * op(c); c is unread when beta == 0."""
         self._impl.run(out, arrays, c, alpha, beta)
 
+    @property
+    def bare_matmul(self):
+        """np.matmul where ``np.matmul(a, b)`` is this contraction into a new output of
+        the operation's layout, with nothing else to do; else None."""
+        return getattr(self._impl, "bare_matmul", None)
+
     def explain(self):
         """Lines describing the lowering (GEMM shape, copies, FLOPs, bytes)."""
         return self._impl.explain()
@@ -341,6 +347,14 @@ class Pairwise:
                               for s in (self.a, self.b))
                       and self.out_view.identity
                       and self.out_view.shape == self.op.output.extents)
+        # ... into a new output that np.matmul's own (C-ordered, under a MB: tenalg's
+        # allocation there is np.empty) would equal: einsum's small GEMMs call it bare
+        out = self.op.output
+        self.bare_matmul = np.matmul if (
+            self.plain and self.matmul is np.matmul
+            and out.elements * out.dtype.itemsize < LINED_BYTES
+            and strides_match(out.strides, TensorDescriptor.contiguous(
+                out.extents, out.dtype).strides, out.extents)) else None
 
     # -- execution ----------------------------------------------------------------------
     def run(self, out, arrays, c, alpha, beta):
@@ -599,6 +613,13 @@ class Chain:
                 result = self._allocate[k]()
                 runner.run(result, picked, None, 1, 0)
                 arrays.append(result)
+
+    @property
+    def bare_matmul(self):
+        """The single step's :attr:`ContractionKernel.bare_matmul`, where there is one."""
+        if len(self.steps) != 1 or self.steps[0][0] != (0, 1):
+            return None
+        return getattr(self.steps[0][1], "bare_matmul", None)
 
     def explain(self):
         total = sum(flops(operation) for _, _, operation in self.steps)

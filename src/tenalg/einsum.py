@@ -275,7 +275,7 @@ class EinsumPlan:
         self._layouts = layouts = [_layout(x) for x in operands]
         self.modes, self.out_modes = bind(parse(subscripts), [shape for shape, _, _ in layouts])
         dtypes = [dt for _, _, dt in layouts]
-        self.view = self.numpy = None
+        self.view = self.numpy = self._new = None
         if len(operands) == 1 and _is_view(self.modes[0], self.out_modes) and (
                 compute_dtype is None):  # NumPy returns these views whatever dtype= says
             self.view = self._view_layout(*layouts[0])
@@ -327,11 +327,17 @@ class EinsumPlan:
         self._allocate = allocator(self._default[0])
         # one operand: its plan allocates and runs a new output itself, with no out checks
         runner = self._default[1]
-        self._execute_new = runner.plan.execute if isinstance(runner, _Single) else None
+        # ... as two operands may, where their plan is np.matmul on them alone (an 8 x 8
+        # 'ij,jk->ik' 2.59 -> 1.79 us, np.einsum's 1.63)
+        self._execute_new = (runner.plan.execute if isinstance(runner, _Single)
+                             else runner.bare_matmul)
         if order == "F":  # built as "K"; the new output is allocated column-major instead
             shape = tuple(self.extents[m] for m in self.out_modes)
             self._allocate = functools.partial(np.empty, shape, self.dtype, order="F")
             self._execute_new = None
+        # what einsum() calls for a new array result with nothing else to do
+        if self.view is None and not self.scalar:
+            self._new = self._execute_new
 
     def _plan_numpy(self, numpy_result, dtype, optimize, reason):
         """Plan NumPy's own einsum (explicit labels, a path for three or more operands)."""
@@ -586,6 +592,8 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
                                          order=order, casting=casting))
     if out is not None:
         return plan._into(arrays, out)
+    if plan._new is not None:  # a new array, nothing else to do (an 8 x 8 GEMM 1.79 -> 1.70 us)
+        return plan._new(*arrays)
     result = plan._run(arrays, None)
     if plan.scalar and type(result) is np.ndarray:
         return result[()]  # NumPy's einsum returns this full reduction as a NumPy scalar
