@@ -359,6 +359,8 @@ class EinsumPlan:
         run_float = functools.partial(_float_einsum, self.subscripts, self.order, optimize)
         self.numpy = exact_integers(fallback, run_float, [d for _, _, d in self._layouts],
                                     dtype, self.out_modes, extents)
+        if self.numpy is fallback and numpy_optimize is False and self.view is None:
+            self._new = fallback.call  # NumPy's one pass, called as np.einsum calls it
 
     def _view_layout(self, shape, byte_strides, dtype):
         """Extents and element strides of the single operand's view (strides None when a

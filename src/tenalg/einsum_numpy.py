@@ -185,7 +185,8 @@ def numpy_expression(modes, out_modes):
 
 class NumpyEinsum:
     """The fallback: NumPy's own einsum with the plan's options, for dtypes tenalg has no
-    kernel for (integer and bool arithmetic then wraps around exactly as NumPy's)."""
+    kernel for (integer and bool arithmetic then wraps around exactly as NumPy's);
+    ``call(*arrays, out=None)`` is that NumPy call itself."""
 
     def __init__(self, expression, dtype, casting, order, optimize, reason):
         if expression is None:
@@ -195,15 +196,15 @@ class NumpyEinsum:
         if optimize is False and c_einsum is not None:  # what np.einsum itself would call
             given = {k: v for k, v in self.options.items()
                      if k != "optimize" and v != dict(dtype=None, casting="safe", order="K")[k]}
-            self._call = functools.partial(c_einsum, expression, **given)
+            self.call = functools.partial(c_einsum, expression, **given)
         else:
-            self._call = functools.partial(np.einsum, expression, **self.options)
+            self.call = functools.partial(np.einsum, expression, **self.options)
         self._single = None if optimize is False else functools.partial(
             np.einsum, expression, **{**self.options, "optimize": False})
 
     def __call__(self, arrays, out):
         try:
-            return self._call(*arrays) if out is None else self._call(*arrays, out=out)
+            return self.call(*arrays) if out is None else self.call(*arrays, out=out)
         except AttributeError:
             if self._single is None:
                 raise
