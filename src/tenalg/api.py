@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from . import calls
 from .calls import (
     KERNEL_TYPES,
     as_array,
@@ -31,7 +32,7 @@ from .einsum import einsum
 from .errors import DescriptorError, OperationError
 from .kernels import cpu
 from .seam import foreign_kind, front_end
-from .views import diagonal, diagonals, normalize_axis
+from .views import diagonal, diagonals, made_by_numpy, normalize_axis
 
 __all__ = [
     "contract", "diagonal", "einsum", "diagonals", "elementwise_binary", "elementwise_trinary",
@@ -116,6 +117,11 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, *,  # noqa: A001 - N
     >>> sum([[1, 2], [3, 4]], axis=0, keepdims=True)
     array([[4, 6]])
     """
+    if (type(a) is np.ndarray and type(axis) is int and dtype is None and out is None
+            and not keepdims and compute_dtype is None):
+        single = calls.CALLS.get((("sum", axis), a.shape, a.strides, a.dtype))
+        if single is not None and (a.base is None or made_by_numpy(a)):
+            return single(a)  # a planned call: what calls.call would run, in fewer steps
     if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
         return front_end(kind).sum(a, axis)
     a = as_array(a, "a")
@@ -303,6 +309,10 @@ def permute(a, axes=None, *, alpha=None, out=None):
     array([[1, 3],
            [2, 4]])
     """
+    if type(a) is np.ndarray and type(axes) is tuple and alpha is None and out is None:
+        single = calls.CALLS.get((("permute", axes), a.shape, a.strides, a.dtype))
+        if single is not None and plain_ints(axes) and (a.base is None or made_by_numpy(a)):
+            return single(a)  # a planned call, in fewer steps (see calls.CALLS)
     if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
         return front_end(kind).permute(a, axes, alpha=1 if alpha is None else alpha)
     a = as_array(a, "a")

@@ -82,8 +82,8 @@ def _descriptor(layout, what):
 # plan's unchecked one-array run (Plan.single), where it has one: the key is the layout
 # the plan would check (``ta.sum`` of 8 x 8: 1.65 -> 1.35 us, ``np.sum`` 1.66).  A plain dict (a
 # hit is one lookup, no lock), emptied when full
-_CALLS = {}
-_MAX_CALLS = 1024
+CALLS = {}
+MAX_CALLS = 1024
 
 
 def plain_ints(value):
@@ -128,14 +128,14 @@ def call(arrays, out, key, build, *args, scalars=None, first=None):
             x = arrays[0]
             key = (key, x.shape, x.strides, x.dtype)
             if out is None and scalars is None:
-                single = _CALLS.get(key)
+                single = CALLS.get(key)
                 if single is not None and (x.base is None or made_by_numpy(x)):
                     return single(x)
         else:
             for x in arrays:
                 key += (x.shape, x.strides, x.dtype)
         key += (None,) if out is None else (out.shape, out.strides, out.dtype)
-        built = _CALLS.get(key)
+        built = CALLS.get(key)
         if built is None:
             if first is not None and out is None and compiler.deferring(key):
                 answer = first(arrays, *args)
@@ -163,12 +163,12 @@ def _stand_in(x):
 def _build(key, build, arrays, args, out=None):
     """``build``'s plan of a call, kept under ``key``."""
     built = build(arrays, out, *args)
-    if len(_CALLS) >= _MAX_CALLS:
-        _CALLS.clear()
-    _CALLS[key] = built
+    if len(CALLS) >= MAX_CALLS:
+        CALLS.clear()
+    CALLS[key] = built
     plan, select = built
     if out is None and select is None and plan.single is not None and len(arrays) == 1:
-        _CALLS[key[:-1]] = plan.single
+        CALLS[key[:-1]] = plan.single
     return built
 
 

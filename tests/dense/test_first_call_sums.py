@@ -21,7 +21,7 @@ FIRST_TYPES = [np.float32, np.float64, np.complex64, np.complex128]
 def background(monkeypatch):
     """Background compilation (the suite waits for the compiler) and no cached calls."""
     monkeypatch.setenv("TENALG_COMPILE", "background")
-    monkeypatch.setattr(calls, "_CALLS", {})
+    monkeypatch.setattr(calls, "CALLS", {})
     monkeypatch.setattr(compiler, "_failed", set())
     yield
     assert compiler.wait(timeout=600)
@@ -62,17 +62,17 @@ def _first_then_planned(run, key):
     """``run()``'s first call (NumPy's: nothing planned yet) and a planned one."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TENALG_COMPILE", "background")
-        mp.setattr(calls, "_CALLS", {})
+        mp.setattr(calls, "CALLS", {})
         # the plan is held back until checked (the compiling thread may build it at once)
         later, deferred = compiler.later, []
         mp.setattr(compiler, "later", lambda k, job: deferred.append((k, job)))
         first = run()
-        assert key not in calls._CALLS and key in [k for k, _ in deferred]  # NumPy answered
+        assert key not in calls.CALLS and key in [k for k, _ in deferred]  # NumPy answered
         mp.setattr(compiler, "later", later)
         for k, job in deferred:
             later(k, job)
         assert compiler.wait(timeout=600)
-        assert key in calls._CALLS  # planned on the compiling thread
+        assert key in calls.CALLS  # planned on the compiling thread
         planned = run()
         assert compiler.wait(timeout=600)
     return first, planned
@@ -127,7 +127,7 @@ def test_first_trace_is_numpy_and_the_plan_agrees(case):
 ], ids=["float16", "transposed", "large"])
 def test_other_first_calls_plan_at_once(background, x):
     assert float(ta.sum(x, axis=0)[()] if x.ndim == 1 else ta.sum(x, axis=0)[0]) == len(x)
-    assert _sum_key(x, 0) in calls._CALLS
+    assert _sum_key(x, 0) in calls.CALLS
 
 
 def test_a_bad_axis_raises_on_the_first_call(background):
@@ -140,19 +140,19 @@ def test_a_bad_axis_raises_on_the_first_call(background):
 
 def test_wait_mode_plans_the_first_call(monkeypatch):
     monkeypatch.setenv("TENALG_COMPILE", "wait")
-    monkeypatch.setattr(calls, "_CALLS", {})
+    monkeypatch.setattr(calls, "CALLS", {})
     x = np.ones((3, 4))
     assert ta.sum(x, axis=1).tolist() == [4.0] * 3
-    assert _sum_key(x, 1) in calls._CALLS
+    assert _sum_key(x, 1) in calls.CALLS
 
 
 def test_a_planned_small_call_is_numpys_own_result_and_keeps_the_bounds_check(monkeypatch):
     monkeypatch.setenv("TENALG_COMPILE", "wait")
-    monkeypatch.setattr(calls, "_CALLS", {})
+    monkeypatch.setattr(calls, "CALLS", {})
     x = np.arange(64.0).reshape(8, 8)
     planned = ta.sum(x, axis=1)  # plans, and keeps the plan's unchecked run for the layout
-    single = calls._CALLS[_sum_key(x, 1)[:-1]]
-    assert single is calls._CALLS[_sum_key(x, 1)][0].single
+    single = calls.CALLS[_sum_key(x, 1)[:-1]]
+    assert single is calls.CALLS[_sum_key(x, 1)][0].single
     again = ta.sum(x.copy(), axis=1)
     np.testing.assert_array_equal(again, planned)
     np.testing.assert_array_equal(again, np.add.reduce(x, axis=1))
@@ -160,6 +160,24 @@ def test_a_planned_small_call_is_numpys_own_result_and_keeps_the_bounds_check(mo
     bad = np.lib.stride_tricks.as_strided(np.arange(8.0), x.shape, x.strides)
     with pytest.raises(ta.BoundsError, match="input A"):
         ta.sum(bad, axis=1)
+
+
+def test_planned_permutes_and_sums_keep_their_argument_checks(monkeypatch):
+    """A planned call's key equals one whose axes are 1.0 or True: those still raise."""
+    monkeypatch.setenv("TENALG_COMPILE", "wait")
+    monkeypatch.setattr(calls, "CALLS", {})
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(ta.permute(x, (1, 0)), x.T)
+    assert (("permute", (1, 0)), x.shape, x.strides, x.dtype) in calls.CALLS
+    np.testing.assert_array_equal(ta.permute(x, (1, 0)), x.T)  # the planned call
+    np.testing.assert_array_equal(ta.permute(x, (np.int64(1), 0)), x.T)  # as NumPy
+    for axes in [(1.0, 0), (True, 0)]:
+        with pytest.raises(ta.DescriptorError, match="axis must be an integer"):
+            ta.permute(x, axes)
+    np.testing.assert_array_equal(ta.sum(x, axis=1), [3.0, 12.0])
+    np.testing.assert_array_equal(ta.sum(x, axis=1), [3.0, 12.0])  # the planned call
+    with pytest.raises(TypeError):
+        ta.sum(x, axis=1.0)
 
 
 def test_a_plan_that_fails_off_the_thread_fails_in_the_next_call(background, monkeypatch):
@@ -179,7 +197,7 @@ def test_a_full_queue_plans_the_first_call(background, monkeypatch):
     monkeypatch.setattr(compiler, "MAX_QUEUED", 0)  # a thread this busy plans nothing more
     x = np.ones((3, 5))
     assert ta.sum(x, axis=0).tolist() == [3.0] * 5
-    assert _sum_key(x, 0) in calls._CALLS
+    assert _sum_key(x, 0) in calls.CALLS
 
 
 def test_a_queued_plan_keeps_no_array_alive(background):
@@ -192,5 +210,5 @@ def test_a_queued_plan_keeps_no_array_alive(background):
         assert ta.sum(x, axis=1).tolist() == [9.0] * 7
         del x
         gc.collect()
-        assert ref() is None and key not in calls._CALLS
-    assert compiler.wait(timeout=600) and key in calls._CALLS
+        assert ref() is None and key not in calls.CALLS
+    assert compiler.wait(timeout=600) and key in calls.CALLS
