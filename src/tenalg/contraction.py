@@ -25,7 +25,7 @@ import numpy as np
 import opt_einsum
 
 from . import blas, seam
-from .allocation import LINED_BYTES, allocator, strides_match
+from .allocation import allocator, strides_match
 from .descriptors import Operand, TensorDescriptor, Unary
 from .dtypes import is_complex
 from .errors import OperationError
@@ -347,12 +347,11 @@ class Pairwise:
                               for s in (self.a, self.b))
                       and self.out_view.identity
                       and self.out_view.shape == self.op.output.extents)
-        # ... into a new output that np.matmul's own (C-ordered, under a MB: tenalg's
-        # allocation there is np.empty) would equal: einsum's small GEMMs call it bare
+        # ... into a new output that np.matmul's own (np.empty, C-ordered) would equal:
+        # einsum calls it bare
         out = self.op.output
         self.bare_matmul = np.matmul if (
             self.plain and self.matmul is np.matmul
-            and out.elements * out.dtype.itemsize < LINED_BYTES
             and strides_match(out.strides, TensorDescriptor.contiguous(
                 out.extents, out.dtype).strides, out.extents)) else None
 

@@ -64,11 +64,11 @@ class Plan:
         self._names = [_name(op, i) for i in range(len(self._operands))]
         self._out_expected = (op.output.extents, byte_strides(op.output), op.output.dtype)
         self._scalars = SCALARS[op.kind]
-        self._allocate = allocator(op.output)
         self._scalar_cache = {}
         self._default_scalars = self._validate_scalars(None, None, None), True
         self.kind = kind
         self.backend, self.runner, self.reason = seam.choose(op, kind, backend)
+        self._allocate = allocator(op.output, getattr(self.runner, "lined_output", False))
         self.loops = getattr(self.runner, "loops", None)
         self.single = None  # one input of exactly its layout into a new output, unchecked
         self._run = getattr(self.runner, "run", None)

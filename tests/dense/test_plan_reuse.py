@@ -172,10 +172,10 @@ def test_explain_names_the_kernel_call(make, says):
     assert re.search(says, last) and ("thread" in last or says == "two passes"), text
 
 
-def test_new_outputs_of_a_megabyte_or_more_start_on_a_cache_line():
-    """Outputs the plans allocate start on a 64-byte line from 1 MB on (C order and the
-    inputs' order alike), hold the right values and can be written; smaller ones are
-    NumPy's own arrays."""
+def test_new_permutations_of_a_megabyte_or_more_start_on_a_cache_line():
+    """The permutation kernel's new outputs start on a 64-byte line from 1 MB on, hold the
+    right values and can be written; smaller ones, and every other plan's output (C order
+    and the inputs' order alike), are NumPy's own arrays."""
     rng = np.random.default_rng(0)
     for shape, dtype, lined in (((64, 64, 64), np.float64, True), ((128, 1024), np.float32,
                                                                      False)):
@@ -192,4 +192,9 @@ def test_new_outputs_of_a_megabyte_or_more_start_on_a_cache_line():
         ta.Operand(ta.TensorDescriptor.from_array(a), "ijk"), out_modes="ijk", op="add")
     got = ta.Plan(op).execute(a, a)
     assert np.array_equal(got, a + a) and got.strides == a.strides
-    assert got.ctypes.data % 64 == 0
+    assert got.base.flags.owndata  # NumPy's own buffer, transposed to the inputs' order
+    product = ta.Plan(ta.Operation.contraction(
+        ta.Operand(a[:, :, 0], "ij"), ta.Operand(a[:, :, 0], "jk"), out_modes="ik"))
+    got = product.execute(a[:, :, 0], a[:, :, 0])
+    assert np.allclose(got, a[:, :, 0] @ a[:, :, 0])
+    assert (got if got.base is None else got.base).flags.owndata  # a GEMM's: NumPy's own

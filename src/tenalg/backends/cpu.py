@@ -42,6 +42,9 @@ class CpuRunner(StridedRunner):
     def __init__(self, operation, reason, twin=None):
         super().__init__(operation)
         self.reason = reason
+        # the permutation kernel streams whole lines: its new outputs start on one
+        # (allocation.line_empty; a (64,)^4 (3, 1, 0, 2) into a new array 17.6 -> 15.0 ms)
+        self.lined_output = operation.kind == "permutation"
         self._twin = twin
         self._calls = {}
         self._compiling = {}  # calls whose kernels are compiling, by key
