@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-_LINE, LINED_BYTES = 64, 1 << 20
+_LINE, _LINED_BYTES = 64, 1 << 20
 
 
 def byte_strides(descriptor):
@@ -44,7 +44,7 @@ def line_empty(shape, dtype):
     """
     dtype = np.dtype(dtype)
     size = math.prod(shape) * dtype.itemsize
-    if size < LINED_BYTES:
+    if size < _LINED_BYTES:
         return np.empty(shape, dtype)
     buffer = np.empty(size + _LINE, np.uint8)
     start = -buffer.ctypes.data % _LINE
@@ -53,7 +53,7 @@ def line_empty(shape, dtype):
 
 def allocator(descriptor, lined=False):
     """A zero-argument function returning new arrays with ``descriptor``'s exact layout;
-    ``lined``: dense ones of :data:`LINED_BYTES` or more start on a cache line
+    ``lined``: dense ones of 1 MB or more start on a cache line
     (:func:`line_empty`), for the permutation kernel alone.  Its 64 extra bytes cost
     others: a 512^2 float64 GEMM written into such an output took 2.55 against 1.99 ms
     in a loop beside NumPy's own products (``gemmout3.py``: glibc then maps and faults

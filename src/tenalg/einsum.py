@@ -328,7 +328,7 @@ class EinsumPlan:
         # one operand: its plan allocates and runs a new output itself, with no out checks
         runner = self._default[1]
         # ... as two operands may, where their plan is np.matmul on them alone (an 8 x 8
-        # 'ij,jk->ik' 2.59 -> 1.79 us, np.einsum's 1.63)
+        # 'ij,jk->ik' 2.59 -> 1.68 us with the call below, np.einsum's 1.63)
         self._execute_new = (runner.plan.execute if isinstance(runner, _Single)
                              else runner.bare_matmul)
         if order == "F":  # built as "K"; the new output is allocated column-major instead
