@@ -56,8 +56,8 @@ def allocator(descriptor, lined=False):
     ``lined``: dense ones of 1 MB or more start on a cache line
     (:func:`line_empty`), for the permutation kernel alone.  Its 64 extra bytes cost
     others: a 512^2 float64 GEMM written into such an output took 2.55 against 1.99 ms
-    in a loop beside NumPy's own products (``gemmout3.py``: glibc then maps and faults
-    in its pages afresh, as sizes just past NumPy's own move its mmap threshold)."""
+    in a loop beside NumPy's own products (glibc then maps and faults in its pages
+    afresh, as sizes just past NumPy's own move its mmap threshold)."""
     extents, strides, dtype = descriptor.extents, descriptor.strides, descriptor.dtype
     if descriptor.elements == 0:
         return lambda: np.empty(extents, dtype)

@@ -167,7 +167,8 @@ def _reduction(op, allocate):
     def single(x):  # NumPy's own result where it has the output's layout: no out= to make
         return ufunc.reduce(x, axis=reduced)  # (an 8 x 8 sum's plan 1.47 -> 0.92 us)
 
-    if not (op.out_modes and out_axes == tuple(range(len(out_axes)))
+    # (a full reduction gives a NumPy scalar, which _gives_layout declines)
+    if not (out_axes == tuple(range(len(out_axes)))
             and _gives_layout(a.descriptor, single, op.output)):
         single = None
     return _runner(call, f"numpy.{ufunc.__name__}.reduce over A's axes {reduced}", single)
