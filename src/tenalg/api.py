@@ -14,7 +14,6 @@ import numpy as np
 from . import calls
 from .calls import (
     KERNEL_TYPES,
-    as_array,
     cache_key,
     call,
     check_cast,
@@ -30,6 +29,7 @@ from .descriptors import Unary
 from .dtypes import real_type, storage_type
 from .einsum import einsum
 from .errors import DescriptorError, OperationError
+from .inputs import as_array
 from .kernels import cpu
 from .seam import foreign_kind, front_end
 from .views import diagonal, diagonals, made_by_numpy, normalize_axis

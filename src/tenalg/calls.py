@@ -15,25 +15,11 @@ from .contraction import gemm_layout
 from .descriptors import Operand, TensorDescriptor
 from .dtypes import STORAGE_TYPES, result_type
 from .einsum_numpy import check_out_cast
-from .errors import DescriptorError, DTypeError, OutputTypeError
+from .errors import OutputTypeError
 from .kernels import compiler
 from .operations import Operation
 from .plan import Plan
 from .views import made_by_numpy
-
-
-def as_array(x, what):
-    """``x`` as a NumPy array: anything ``np.asarray`` takes (scalars, lists, torch
-    tensors, objects with ``__array__``), as NumPy's own functions take them."""
-    if isinstance(x, np.ndarray):
-        return x
-    try:
-        return np.asarray(x)
-    except TypeError as exc:
-        raise DTypeError(f"{what}: cannot read a {type(x).__name__} as an array") from exc
-    except ValueError as exc:
-        raise DescriptorError(f"{what}: cannot read a {type(x).__name__} as an array: "
-                              f"{exc}") from exc
 
 
 def output_array(out):

@@ -59,6 +59,7 @@ from .errors import (
     OperationError,
     OutputMismatchError,
 )
+from .inputs import as_array
 from .operations import Operation
 from .plan import Plan
 from .plan_cache import PlanCache
@@ -218,10 +219,13 @@ def bind(parsed, shapes):
     return modes, out
 
 
-def _as_operand(x):
-    """An array or descriptor as it is; anything else through ``np.asarray``, as NumPy's
-    einsum takes it (a Python float is a float64 array, a list an array)."""
-    return x if isinstance(x, np.ndarray | TensorDescriptor) else np.asarray(x)
+def _as_operand(x, i):
+    """An ndarray or descriptor as it is; anything else as ``np.asarray`` reads it, as
+    NumPy's einsum does (a Python float is a float64 array, a list an array, a matrix
+    its ndarray), a masked array hiding entries refused (:mod:`tenalg.inputs`)."""
+    if type(x) is np.ndarray or isinstance(x, TensorDescriptor):
+        return x
+    return as_array(x, f"operand {i}")
 
 
 def _layout(x):
@@ -271,7 +275,7 @@ class EinsumPlan:
         self.subscripts = subscripts
         order, self.casting = check_order(order), check_casting(casting)
         _check_optimize(optimize)
-        operands = [_as_operand(x) for x in operands]
+        operands = [_as_operand(x, i) for i, x in enumerate(operands)]
         self._layouts = layouts = [_layout(x) for x in operands]
         self.modes, self.out_modes = bind(parse(subscripts), [shape for shape, _, _ in layouts])
         dtypes = [dt for _, _, dt in layouts]
@@ -583,7 +587,7 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
             if (kind := foreign_kind(operands)) is not None:  # Dask arrays, say
                 return front_end(kind).einsum(subscripts, *operands, dtype=dtype,
                                               optimize=optimize)
-            arrays = [x if type(x) is np.ndarray else np.asarray(x) for x in operands]
+            arrays = [_as_operand(x, i) for i, x in enumerate(operands)]
             key = key[:6] + tuple((x.shape, x.strides, x.dtype) for x in arrays)
             break
         key += ((x.shape, x.strides, x.dtype),)

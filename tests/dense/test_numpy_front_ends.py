@@ -105,6 +105,35 @@ def test_array_likes_are_read_as_numpy_reads_them():
     assert ta.sum(3) == 3 and ta.sum(2.5).dtype == np.float64
 
 
+def test_a_subclass_is_read_as_its_base_array():
+    m = np.matrix([[1.0, 2.0], [3.0, 4.0]])  # np.sum would keep its sums 2-D
+    for result, expected in ((ta.sum(m, axis=0), [4.0, 6.0]), (ta.sum(m), 10.0),
+                             (ta.trace(m), 5.0), (ta.einsum("ij->j", m), [4.0, 6.0]),
+                             (ta.einsum("ij,jk->ik", m, m), [[7.0, 10.0], [15.0, 22.0]]),
+                             (ta.permute(m, (1, 0)), [[1.0, 3.0], [2.0, 4.0]])):
+        assert type(result) is np.ndarray and result.tolist() == expected
+
+
+def test_a_masked_array_hiding_entries_is_refused_and_one_hiding_none_is_its_data():
+    rows = [[1.0, 2.0], [3.0, 4.0]]
+    hidden = np.ma.masked_array(rows, mask=[[False, True], [False, False]])
+    calls = [lambda x: ta.sum(x), lambda x: ta.sum(x, axis=0), lambda x: ta.trace(x),
+             lambda x: ta.partial_trace(x, [(0, 1)]), lambda x: ta.permute(x, (1, 0)),
+             lambda x: ta.norm(x), lambda x: ta.einsum("ij->", x),
+             lambda x: ta.einsum("ij,jk->ik", rows, x),
+             lambda x: ta.contract(rows, "ij", x, "jk", "ik"),
+             lambda x: ta.elementwise_binary(x, "ij", rows, "ij", "ij"),
+             lambda x: ta.reduce(x, "ij", "i")]
+    for call in calls:
+        with pytest.raises(ta.DTypeError, match="masked entries") as error:
+            call(hidden)
+        assert isinstance(error.value, TypeError)
+    visible = np.ma.masked_array(rows, mask=False)
+    for call in calls:
+        np.testing.assert_array_equal(call(visible), call(np.array(rows)))
+    assert np.ma.getmaskarray(ta.diagonal(hidden)).tolist() == [False, False]  # a view
+
+
 def test_torch_tensors_are_read_as_numpy_reads_them():
     torch = pytest.importorskip("torch")
     t = torch.arange(12, dtype=torch.float32).reshape(3, 4)
