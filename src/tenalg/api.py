@@ -129,7 +129,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, *,  # noqa: A001 - N
             and a.dtype in KERNEL_TYPES and (out is None or kernel_array(out))):
         # the common call, cached whole with its checks (an 8 x 8 sum: 10 -> 5 us)
         return call((a,), out, ("sum", axis), _sum_plan, axis, None, a.dtype,
-                    first=_sum_first)
+                    first=_sum_first, numpy_out=True)
     out = output_array(out)
     axes = _axes(axis, a.ndim)  # checked first: NumPy's errors become tenalg's
     types = _sum_types(a, dtype, out)
@@ -141,7 +141,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, *,  # noqa: A001 - N
         target = out[tuple(0 if k in axes else slice(None) for k in range(a.ndim))]
     compute = compute_dtype if compute_dtype is not None else compute
     total = call((a,), target, ("sum", axes, result, compute), _sum_plan, axes, compute,
-                  result)
+                  result, numpy_out=True)
     if keepdims and out is None:
         total = total.reshape([1 if k in axes else n for k, n in enumerate(a.shape)])
     return out if out is not None else total
@@ -208,7 +208,7 @@ def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, out=None):
         if offset:
             a = a[_offset_index(a, pair[0], offset)]
         return call((a,), out, ("trace", pair), _partial_trace_plan, pair, None, a.dtype,
-                    first=_trace_first)
+                    first=_trace_first, numpy_out=True)
     out = output_array(out)
     if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
         raise DescriptorError(f"offset must be an integer, got {offset!r}")
@@ -220,7 +220,7 @@ def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, out=None):
     pair = ((axis1, axis2),)
     a = a[_offset_index(a, pair[0], offset)] if offset else a
     key = ("trace", pair, result, compute) if plain_ints(pair) else None
-    return call((a,), out, key, _partial_trace_plan, pair, compute, result)
+    return call((a,), out, key, _partial_trace_plan, pair, compute, result, numpy_out=True)
 
 
 def _offset_index(a, pair, offset, axes=False):
@@ -255,7 +255,7 @@ def partial_trace(a, pairs, *, out=None):
     if a.dtype in KERNEL_TYPES and (out is None or kernel_array(out)):
         key = ("partial_trace", pairs) if plain_ints(pairs) else None
         return call((a,), out, key, _partial_trace_plan, pairs, None, a.dtype,
-                    first=_trace_first)
+                    first=_trace_first, numpy_out=True)
     view = diagonals(a, pairs)  # survivors, then one diagonal axis per pair
     return _numpy_sum(np.sum, view, axis=tuple(range(-len(pairs), 0)), out=output_array(out))
 
@@ -321,7 +321,7 @@ def permute(a, axes=None, *, alpha=None, out=None):
     if a.dtype in KERNEL_TYPES and (out is None or kernel_array(out)):
         key = ("permute", axes) if plain_ints(axes) else None
         return call((a,), out, key, _permute_plan, axes,
-                     scalars=None if alpha is None else {"alpha": alpha})
+                     scalars=None if alpha is None else {"alpha": alpha}, numpy_out=True)
     out = output_array(out)
     moved = a.transpose(_permutation(axes, a.ndim))
     if alpha is not None:

@@ -15,7 +15,7 @@ from .contraction import gemm_layout
 from .descriptors import Operand, TensorDescriptor
 from .dtypes import STORAGE_TYPES, result_type
 from .einsum_numpy import check_out_cast
-from .errors import OutputTypeError
+from .errors import AliasError, OutputTypeError
 from .kernels import compiler
 from .operations import Operation
 from .plan import Plan
@@ -94,7 +94,7 @@ def _labels(value):
                                   and all(type(v) is int or type(v) is str for v in value))
 
 
-def call(arrays, out, key, build, *args, scalars=None, first=None):
+def call(arrays, out, key, build, *args, scalars=None, first=None, numpy_out=False):
     """Run a front-end call on ``arrays``: ``build(arrays, out, *args)`` (the argument
     checks and the plan) runs once per key and layouts and returns ``(plan, select)``,
     the plan and the index that slices ``arrays[0]`` first (None: all of it); ``key``
@@ -106,7 +106,12 @@ def call(arrays, out, key, build, *args, scalars=None, first=None):
     (None where it declines), checks included: a layout's first call returns it and
     leaves the plan to the compiling thread (:func:`tenalg.kernels.compiler.later`).
     Planning costs about 0.5 ms of Python, which is all of a first small call's wait
-    once its kernel compiles off the thread."""
+    once its kernel compiles off the thread.
+
+    ``numpy_out``: an ``out`` that shares memory with an input gets NumPy's answer, as
+    ``numpy.sum(a, axis=0, out=a[0])`` does, through a new output of the plan copied
+    into it (a plan's ``execute_into`` refuses it with AliasError, after every other
+    check of ``out``: nothing has been written then)."""
     if key is None or (out is not None and type(out) is not np.ndarray):
         plan, select = build(arrays, out, *args)
     else:
@@ -133,10 +138,16 @@ def call(arrays, out, key, build, *args, scalars=None, first=None):
         plan, select = built
     if select is not None:
         arrays = (arrays[0][select], *arrays[1:])
-    if scalars is None:
-        return plan.execute(*arrays) if out is None else plan.execute_into(out, *arrays)
-    return (plan.execute(*arrays, **scalars) if out is None
-            else plan.execute_into(out, *arrays, **scalars))
+    if out is None:
+        return plan.execute(*arrays) if scalars is None else plan.execute(*arrays, **scalars)
+    try:
+        return (plan.execute_into(out, *arrays) if scalars is None
+                else plan.execute_into(out, *arrays, **scalars))
+    except AliasError:
+        if not numpy_out or not any(np.may_share_memory(out, x) for x in arrays):
+            raise  # out overlaps itself
+    np.copyto(out, plan.execute(*arrays, **(scalars or {})))
+    return out
 
 
 def _stand_in(x):

@@ -154,6 +154,33 @@ def test_data_movement_of_any_dtype_is_exact(dtype):
     np.testing.assert_array_equal(out, np.transpose(a, (2, 0, 1)))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_an_out_that_is_part_of_the_input_gets_numpys_answer(dtype):
+    """NumPy's sum, trace and transpose-copy write through out= views of their input as
+    if from a temporary; so do tenalg's (its plans and cuTENSOR-style calls refuse)."""
+    x = (np.arange(16) - 5.5).reshape(4, 4).astype(dtype)
+    calls = [(lambda a: ta.sum(a, axis=0, out=a[0]), lambda a: np.sum(a, 0, out=a[0])),
+             (lambda a: ta.sum(a, 1, out=a[:, 2]), lambda a: np.sum(a, 1, out=a[:, 2])),
+             (lambda a: ta.sum(a, 0, keepdims=True, out=a[1:2]),
+              lambda a: np.sum(a, 0, keepdims=True, out=a[1:2])),
+             (lambda a: ta.trace(a.reshape(2, 2, 4), 0, 1, out=a[3]),
+              lambda a: np.trace(a.reshape(2, 2, 4), 0, 0, 1, out=a[3])),
+             (lambda a: ta.trace(a.reshape(2, 2, 4), 0, 1, offset=1, out=a[0]),
+              lambda a: np.trace(a.reshape(2, 2, 4), 1, 0, 1, out=a[0])),
+             (lambda a: ta.partial_trace(a.reshape(2, 2, 4), [(0, 1)], out=a[::-1, 1]),
+              lambda a: np.trace(a.reshape(2, 2, 4), 0, 0, 1, out=a[::-1, 1])),
+             (lambda a: ta.permute(a, (1, 0), out=a), lambda a: np.copyto(a, a.T.copy())),
+             (lambda a: ta.permute(a, (1, 0), alpha=2, out=a),
+              lambda a: np.copyto(a, 2 * a.T))]
+    for _ in range(2):  # the first call plans, the second runs the cached plan
+        for tenalg_call, numpy_call in calls:
+            got, expected = x.copy(), x.copy()
+            tenalg_call(got), numpy_call(expected)
+            np.testing.assert_array_equal(got, expected)
+    with pytest.raises(ta.AliasError, match="shares memory"):
+        ta.contract(x, "ij", x, "jk", "ik", out=x)
+
+
 def test_an_out_of_the_wrong_kind_raises_before_writing():
     """A complex result into a real out= (NumPy: a TypeError under its casting rule) is a
     OutputTypeError, an OutputMismatchError and a TypeError; nothing is written."""
