@@ -50,6 +50,7 @@ from .errors import ExpressionError
 from .errors import ExtentError
 from .errors import InputCountError
 from .errors import InputMismatchError
+from .errors import IntegerTypeError
 from .errors import OperationError
 from .errors import OutputMismatchError
 from .errors import OutputTypeError

@@ -28,10 +28,10 @@ from .calls import (
 from .descriptors import Unary
 from .dtypes import real_type, storage_type
 from .einsum import einsum
-from .errors import DescriptorError, OperationError
+from .errors import DescriptorError, IntegerTypeError, OperationError
 from .inputs import as_array
 from .kernels import cpu
-from .seam import foreign_kind, front_end
+from .seam import call_front_end, foreign_kind
 from .views import diagonal, diagonals, made_by_numpy, normalize_axis
 
 __all__ = [
@@ -51,7 +51,8 @@ def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, out=Non
     [2.0, 5.0]
     """
     if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
-        return front_end(kind).reduce(a, modes_in, modes_out, op, alpha=alpha, c=c, beta=beta)
+        return call_front_end(kind, "reduce", a, modes_in, modes_out, op, alpha=alpha, c=c,
+                              beta=beta, out=out, compute_dtype=compute_dtype)
     a = as_array(a, "a")
     addend = None if c is None else (as_array(c, "c"), modes_out, Unary.IDENTITY)
     return run("reduction", [(a, modes_in, Unary.IDENTITY, "A")], modes_out, addend=addend,
@@ -104,27 +105,39 @@ def _numpy_sum(function, a, *args, dtype=None, out=None, **kwargs):
 
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, *,  # noqa: A001 - NumPy's name
-        compute_dtype=None):
+        compute_dtype=None, initial=None, where=None):
     """Sum over ``axis`` (int, tuple or None for all), as ``numpy.sum``: any array-like and
-    dtype, NumPy's ``dtype``, ``out`` and ``keepdims``.
+    dtype, NumPy's ``dtype``, ``out``, ``keepdims``, ``initial`` and ``where``.
 
     Float and complex data add in tenalg's kernels (pairwise, in the compute type); other
-    dtypes take NumPy's own sum (integers wrap around as NumPy's do).  Unlike NumPy, a sum
-    of everything is a rank-0 array, not a NumPy scalar (the dense layer's rule).
+    dtypes, and sums with ``initial`` or ``where``, take NumPy's own sum (integers wrap
+    around as NumPy's do).  Unlike NumPy, a sum of everything is a rank-0 array, not a
+    NumPy scalar (the dense layer's rule).
 
     >>> sum(np.ones((2, 3)), axis=-1).tolist()
     [3.0, 3.0]
     >>> sum([[1, 2], [3, 4]], axis=0, keepdims=True)
     array([[4, 6]])
+    >>> sum([[1.0, 2.0], [3.0, 4.0]], axis=1, initial=10, where=[True, False]).tolist()
+    [11.0, 13.0]
     """
     if (type(a) is np.ndarray and type(axis) is int and dtype is None and out is None
-            and not keepdims and compute_dtype is None):
+            and not keepdims and compute_dtype is None and initial is None and where is None):
         single = calls.CALLS.get((("sum", axis), a.shape, a.strides, a.dtype))
         if single is not None and (a.base is None or made_by_numpy(a)):
             return single(a)  # a planned call: what calls.call would run, in fewer steps
     if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
-        return front_end(kind).sum(a, axis)
+        return call_front_end(kind, "sum", a, axis, dtype=dtype, out=out, keepdims=keepdims,
+                              compute_dtype=compute_dtype, initial=initial, where=where)
     a = as_array(a, "a")
+    if initial is not None or where is not None:  # NumPy's masked and started sums
+        if compute_dtype is not None:
+            raise OperationError("compute_dtype applies to tenalg's kernels, which take "
+                                 "neither initial nor where")
+        return _numpy_sum(np.sum, a, axis=_axes(axis, a.ndim), dtype=dtype,
+                          out=output_array(out), keepdims=keepdims,
+                          **({} if initial is None else {"initial": initial}),
+                          where=True if where is None else where)
     if (dtype is None and not keepdims and compute_dtype is None and plain_ints(axis)
             and a.dtype in KERNEL_TYPES and (out is None or kernel_array(out))):
         # the common call, cached whole with its checks (an 8 x 8 sum: 10 -> 5 us)
@@ -200,30 +213,31 @@ def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, out=None):
     array(6)
     """
     if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
-        return front_end(kind).trace(a, axis1, axis2)
+        return call_front_end(kind, "trace", a, axis1, axis2, offset=offset or None,
+                              dtype=dtype, out=out)
     a = as_array(a, "a")
     if (type(axis1) is int and type(axis2) is int and type(offset) is int and dtype is None
             and a.dtype in KERNEL_TYPES and (out is None or kernel_array(out))):
         pair = ((axis1, axis2),)  # the common call, cached whole with its checks
         if offset:
-            a = a[_offset_index(a, pair[0], offset)]
+            a = a[offset_index(a, pair[0], offset)]
         return call((a,), out, ("trace", pair), _partial_trace_plan, pair, None, a.dtype,
                     first=_trace_first, numpy_out=True)
     out = output_array(out)
     if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
-        raise DescriptorError(f"offset must be an integer, got {offset!r}")
+        raise IntegerTypeError(f"offset must be an integer, got {offset!r}")
     types = _sum_types(a, dtype, out)
     if types is None:
-        i, j = _offset_index(a, (axis1, axis2), 0, axes=True)
+        i, j = offset_index(a, (axis1, axis2), 0, axes=True)
         return _numpy_sum(np.trace, a, int(offset), i, j, dtype=dtype, out=out)
     result, compute = types
     pair = ((axis1, axis2),)
-    a = a[_offset_index(a, pair[0], offset)] if offset else a
+    a = a[offset_index(a, pair[0], offset)] if offset else a
     key = ("trace", pair, result, compute) if plain_ints(pair) else None
     return call((a,), out, key, _partial_trace_plan, pair, compute, result, numpy_out=True)
 
 
-def _offset_index(a, pair, offset, axes=False):
+def offset_index(a, pair, offset, axes=False):
     """The index of ``a`` whose (axis1, axis2) diagonal starts ``offset`` along axis2
     (negative: along axis1), or with ``axes`` the pair checked and normalised."""
     if a.ndim < 2:
@@ -246,7 +260,7 @@ def partial_trace(a, pairs, *, out=None):
     [2.0, 2.0, 2.0]
     """
     if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
-        return front_end(kind).partial_trace(a, pairs)
+        return call_front_end(kind, "partial_trace", a, pairs, out=out)
     a = as_array(a, "a")
     try:
         pairs = tuple(tuple(p) for p in pairs)
@@ -314,7 +328,7 @@ def permute(a, axes=None, *, alpha=None, out=None):
         if single is not None and plain_ints(axes) and (a.base is None or made_by_numpy(a)):
             return single(a)  # a planned call, in fewer steps (see calls.CALLS)
     if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
-        return front_end(kind).permute(a, axes, alpha=1 if alpha is None else alpha)
+        return call_front_end(kind, "permute", a, axes, alpha=alpha, out=out)
     a = as_array(a, "a")
     if axes is None:
         axes = tuple(range(a.ndim - 1, -1, -1))
@@ -407,8 +421,11 @@ def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, out=
     """
     foreign = type(a) is not np.ndarray or type(b) is not np.ndarray
     if foreign and (kind := foreign_kind((a, b))):  # Dask arrays, say
-        return front_end(kind).contract(a, modes_a, b, modes_b, modes_out, alpha=alpha, c=c,
-                                        beta=beta)
+        plain = (None, Unary.IDENTITY, "identity")
+        return call_front_end(kind, "contract", a, modes_a, b, modes_b, modes_out, alpha=alpha,
+                              c=c, beta=beta, out=out, compute_dtype=compute_dtype,
+                              unary_a=None if unary_a in plain else unary_a,
+                              unary_b=None if unary_b in plain else unary_b)
     arrays = (as_array(a, "a"), as_array(b, "b")) + (() if c is None else (as_array(c, "c"),))
     key = cache_key(("contraction", modes_a, modes_b, modes_out, unary_a, unary_b, compute_dtype,
                 c is None), (modes_a, modes_b, modes_out))

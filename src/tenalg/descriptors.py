@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dtypes import storage_type
-from .errors import DescriptorError, OperationError
+from .errors import DescriptorError, IntegerTypeError, OperationError
 
 INDEX_MAX = np.iinfo(np.intp).max
 
@@ -114,7 +114,7 @@ def overlapping(extents, strides):
 
 def _as_index(value, what):
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise DescriptorError(f"{what} must be an integer, got {value!r}")
+        raise IntegerTypeError(f"{what} must be an integer, got {value!r}")
     return int(value)
 
 

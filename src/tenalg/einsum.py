@@ -63,7 +63,7 @@ from .inputs import as_array
 from .operations import Operation
 from .plan import Plan
 from .plan_cache import PlanCache
-from .seam import foreign_kind, front_end
+from .seam import call_front_end, foreign_kind
 from .views import diagonal_calls, diagonal_steps, made_by_numpy, strided_view
 
 LABELS = string.ascii_letters
@@ -585,8 +585,10 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
     for x in operands:
         if type(x) is not np.ndarray:
             if (kind := foreign_kind(operands)) is not None:  # Dask arrays, say
-                return front_end(kind).einsum(subscripts, *operands, dtype=dtype,
-                                              optimize=optimize)
+                return call_front_end(kind, "einsum", subscripts, *operands, dtype=dtype,
+                                      optimize=optimize, out=out, compute_dtype=compute_dtype,
+                                      order=None if order == "K" else order,
+                                      casting=None if casting == "safe" else casting)
             arrays = [_as_operand(x, i) for i, x in enumerate(operands)]
             key = key[:6] + tuple((x.shape, x.strides, x.dtype) for x in arrays)
             break

@@ -73,6 +73,11 @@ class SublistError(ExpressionError, TypeError):
     """An interleaved-form sublist that is not a sequence of labels (NumPy: TypeError)."""
 
 
+class IntegerTypeError(DescriptorError, TypeError):
+    """An axis, offset, extent or stride that is not an integer (bools included): a
+    DescriptorError and the TypeError NumPy raises there."""
+
+
 class AxisError(DescriptorError, np.exceptions.AxisError):
     """An axis out of range: a DescriptorError and NumPy's AxisError (a ValueError and an
     IndexError), as NumPy raises there."""

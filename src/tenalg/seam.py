@@ -43,7 +43,9 @@ False
 """
 
 import contextlib
+import functools
 import importlib
+import inspect
 import threading
 
 import numpy as np
@@ -137,6 +139,38 @@ def foreign_kind(operands):
 def front_end(kind):
     """The module that implements the NumPy-named front ends for arrays of ``kind``."""
     return importlib.import_module(_FRONT_ENDS[kind])  # optional dependency: loaded lazily
+
+
+def call_front_end(kind, name, *args, **options):
+    """The front end ``name`` ("sum", ...) for arrays of ``kind`` on ``args`` and the
+    ``options`` given (None or False: not given).  One it does not take is refused, not
+    dropped: ``ta.sum(x, axis=0, keepdims=True)`` of a Dask array keeps its dimensions or
+    says that it cannot.
+
+    >>> register_front_end("builtins", "math")
+    >>> call_front_end("builtins", "floor", 2.5), call_front_end("builtins", "floor", 2.5, out=None)
+    (2, 2)
+    >>> call_front_end("builtins", "floor", 2.5, out=[0])
+    Traceback (most recent call last):
+    ...
+    tenalg.errors.OperationError: ta.floor of builtins arrays does not take out=
+    >>> del _FRONT_ENDS["builtins"]
+    """
+    function = getattr(front_end(kind), name)
+    given = {k: v for k, v in options.items() if v is not None and v is not False}
+    refused = [k for k in given if k not in _keywords(function)]
+    if refused:
+        raise OperationError(f"ta.{name} of {kind} arrays does not take "
+                             f"{', '.join(k + '=' for k in refused)}")
+    return function(*args, **given)
+
+
+@functools.cache
+def _keywords(function):
+    try:
+        return frozenset(inspect.signature(function).parameters)
+    except ValueError:  # a builtin without a signature: its keywords are unknown
+        return frozenset()
 
 
 def choose(operation, kind, backend="auto"):

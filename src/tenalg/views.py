@@ -13,7 +13,7 @@ reach outside that buffer raises :class:`BoundsError` instead of reading foreign
 import numpy as np
 
 from .descriptors import overlapping
-from .errors import AxisError, BoundsError, DescriptorError
+from .errors import AxisError, BoundsError, DescriptorError, IntegerTypeError
 
 
 def _owner(a):
@@ -195,7 +195,7 @@ def diagonal(a, axis1=0, axis2=1, *, offset=0):
     if not isinstance(a, np.ndarray):
         a = np.asarray(a)
     if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
-        raise DescriptorError(f"offset must be an integer, got {offset!r}")
+        raise IntegerTypeError(f"offset must be an integer, got {offset!r}")
     view = diagonals(a, [(axis1, axis2)])
     return view if offset == 0 else a.diagonal(offset, axis1, axis2)
 
@@ -211,7 +211,7 @@ def normalize_axis(axis, ndim):
     """``axis`` in range(ndim), negatives counted from the end; DescriptorError otherwise
     (AxisError, also NumPy's, for an integer out of range)."""
     if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
-        raise DescriptorError(f"axis must be an integer, got {axis!r}")
+        raise IntegerTypeError(f"axis must be an integer, got {axis!r}")
     if not -ndim <= axis < ndim:
         raise AxisError(f"axis {axis} is out of range for a tensor of rank {ndim}")
     return int(axis) % ndim

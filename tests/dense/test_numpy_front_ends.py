@@ -62,6 +62,24 @@ def test_sum_keepdims_dtype_and_out():
     assert ta.sum(a, axis=0, out=np.zeros((3, 4), np.float16)).dtype == np.float16
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128, np.int16])
+def test_sum_with_initial_and_where_is_numpys(dtype):
+    a = (np.arange(24) - 7).reshape(2, 3, 4).astype(dtype)
+    where = np.arange(4) % 3 != 1  # broadcast against a, as NumPy's where= is
+    for kwargs in ({"initial": 5}, {"where": where}, {"initial": -2, "where": where},
+                   {"axis": 1, "where": where}, {"axis": (0, 2), "initial": 1,
+                                                 "keepdims": True}):
+        expected = np.sum(a, **kwargs)
+        got = ta.sum(a, **kwargs)
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
+    out = np.full(4, 9, dtype)
+    assert ta.sum(a, axis=(0, 1), where=where, out=out) is out
+    np.testing.assert_array_equal(out, np.sum(a, axis=(0, 1), where=where))
+    with pytest.raises(ta.OperationError, match="neither initial nor where"):
+        ta.sum(a, initial=1, compute_dtype=np.float64)
+
+
 def test_sum_of_integers_and_bool_is_numpys_exactly():
     big = np.full(4, 2**62, np.int64)
     assert ta.sum(big) == np.sum(big)  # wraps around as NumPy's does
@@ -213,6 +231,17 @@ def test_axis_errors_are_numpys_too():
         ta.trace(np.ones((2, 3)), 0, 2)
     with pytest.raises(np.exceptions.AxisError):
         ta.diagonal(np.ones((2, 3)), 0, 5)
+
+
+def test_an_axis_or_offset_that_is_not_an_integer_is_numpys_type_error():
+    a = np.ones((3, 3))
+    calls = [lambda: ta.sum(a, axis=True), lambda: ta.sum(a, axis=(0, 1.0)),
+             lambda: ta.permute(a, (True, False)), lambda: ta.trace(a, 0, 1.0),
+             lambda: ta.trace(a, offset=1.5), lambda: ta.partial_trace(a, [(0, True)])]
+    for call in calls:
+        with pytest.raises(ta.IntegerTypeError) as info:
+            call()
+        assert isinstance(info.value, TypeError) and isinstance(info.value, ta.DescriptorError)
 
 
 def test_the_plan_front_ends_refuse_an_out_of_the_wrong_kind_too():

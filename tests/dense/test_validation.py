@@ -159,6 +159,8 @@ def test_every_error_is_a_tenalg_error_and_a_builtin():
         cls = getattr(ta, name)
         assert issubclass(cls, ta.TenalgError) and issubclass(cls, ValueError)
     assert issubclass(ta.DTypeError, TypeError)
+    assert issubclass(ta.IntegerTypeError, ta.DescriptorError)
+    assert issubclass(ta.IntegerTypeError, TypeError)
     err = ta.ExtentError("k", 3, 4, "A and B")
     assert "k" in str(err) and "3" in str(err) and "4" in str(err)
 

@@ -119,6 +119,36 @@ def test_permute(client):
     _close(got, 2 * np.transpose(x, (2, 0, 3, 1)), np.float32)
 
 
+def test_numpys_options_through_ta_are_honoured_or_refused(client):
+    """ta's front ends hand a Dask array every option given: the Dask front end honours
+    it (as NumPy does) or refuses it by name; none is dropped."""
+    x = _rand((6, 4, 5))
+    d = da.from_array(x, chunks=((1, 5), 3, 2))
+    _close(ta.sum(d, axis=(0, 2), keepdims=True).compute(),
+           np.sum(x, axis=(0, 2), keepdims=True))
+    _close(ta.sum(d, axis=1, dtype=np.float32).compute(),
+           np.sum(x, axis=1, dtype=np.float32), np.float32)
+    for offset in (0, 2, -3):  # unequal extents: the leading square, as NumPy's
+        _close(ta.trace(d, 0, 2, offset=offset).compute(), np.trace(x, offset, 0, 2))
+    _close(ta.trace(d, 2, 0, offset=1, dtype=np.complex64).compute(),
+           np.trace(x, 1, 2, 0, dtype=np.complex64), np.float32)
+    _close(ta.partial_trace(d, [(1, 2)]).compute(), np.trace(x, 0, 1, 2))
+    _close(ta.permute(d).compute(), np.transpose(x).copy())
+    out = np.zeros(4)
+    refused = [(lambda: ta.sum(d, axis=0, out=out), "out="),
+               (lambda: ta.sum(d, where=x > 0), "where="),
+               (lambda: ta.sum(d, compute_dtype=np.float64), "compute_dtype="),
+               (lambda: ta.trace(d, out=out), "out="),
+               (lambda: ta.permute(d, out=out), "out="),
+               (lambda: ta.einsum("ijk->j", d, out=out), "out="),
+               (lambda: ta.einsum("ijk->j", d, casting="unsafe"), "casting="),
+               (lambda: ta.contract(d, "ijk", d, "ijk", "j", unary_a="conj"), "unary_a=")]
+    for call, option in refused:
+        with pytest.raises(ta.OperationError, match=f"of dask arrays does not take {option}"):
+            call()
+    assert not out.any()
+
+
 def test_run_operation(client):
     a, b = _rand((4, 5)), _rand((5, 3), seed=1)
     op = ta.Operation.contraction(ta.Operand(a, "ij"), ta.Operand(b, "jk"), out_modes="ki")

@@ -89,7 +89,7 @@ def label_extents(arrays, labels):
         for n, x in zip(a.shape, labs, strict=True):
             m = extents.get(x, 1 if n != 0 else 0)
             if m not in (1, n) and n != 1:
-                raise ExtentError(x, m, n, " (distributed)")
+                raise ExtentError(x, m, n, "distributed")
             extents[x] = n if m == 1 else m
     return extents
 

@@ -178,21 +178,33 @@ def _sum_block(axes, block):
     return np.asarray(api.sum(block, axis=axes))
 
 
-def sum(a, axis=None, *, memory_limit=None, split_every=4):  # noqa: A001 - NumPy's name
-    """NumPy's sum over ``axis`` (int, tuple or None) on a Dask array.
+def _typed(a, dtype):
+    """``a`` read as ``dtype`` (None: as it is): NumPy's sums with ``dtype=`` add each
+    entry cast to it."""
+    return a if dtype is None or np.dtype(dtype) == a.dtype else a.astype(dtype)
+
+
+def sum(a, axis=None, dtype=None, keepdims=False, *, memory_limit=None,  # noqa: A001
+        split_every=4):
+    """NumPy's sum over ``axis`` (int, tuple or None) on a Dask array, in ``dtype``.
 
     >>> import dask.array as da
     >>> float(sum(da.ones((5, 4), chunks=2)).compute())
     20.0
+    >>> sum(da.ones((5, 4), chunks=2), 0, "float32", keepdims=True).dtype.name
+    'float32'
     """
-    a = _dask(a)
+    a = _typed(_dask(a), dtype)
     axes = _axes(axis, a.ndim)
     labels = tuple(range(a.ndim))
     kernel = functools.partial(_sum_block, axes)
     dtype = np.sum(np.zeros((1,) * a.ndim, a.dtype), axis=axes).dtype
-    return blockwise(kernel, [a], [labels], tuple(x for x in labels if x not in axes), dtype,
-                     memory_limit=memory_limit_of(memory_limit), split_every=split_every,
-                     name="tenalg-sum")
+    total = blockwise(kernel, [a], [labels], tuple(x for x in labels if x not in axes), dtype,
+                      memory_limit=memory_limit_of(memory_limit), split_every=split_every,
+                      name="tenalg-sum")
+    if keepdims:
+        total = total.reshape(tuple(1 if k in axes else n for k, n in enumerate(a.shape)))
+    return total
 
 
 def _trace_block(pairs, block):
@@ -209,6 +221,10 @@ def partial_trace(a, pairs, *, memory_limit=None, split_every=4):
     """
     a = _dask(a)
     pairs = [(int(i) % a.ndim, int(j) % a.ndim) for i, j in pairs]
+    square = [slice(None)] * a.ndim  # unequal extents trace the leading square, as NumPy's
+    for i, j in pairs:
+        square[i] = square[j] = slice(0, min(a.shape[i], a.shape[j]))
+    a = a[tuple(square)]
     labels = list(range(a.ndim))
     for i, j in pairs:
         labels[j] = labels[i]
@@ -221,13 +237,16 @@ def partial_trace(a, pairs, *, memory_limit=None, split_every=4):
                      name="tenalg-trace")
 
 
-def trace(a, axis1=0, axis2=1, *, memory_limit=None, split_every=4):
-    """The trace over ``axis1`` and ``axis2``; a rank-0 array for a matrix.
+def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, memory_limit=None, split_every=4):
+    """The trace over ``axis1`` and ``axis2`` of the diagonal ``offset`` above the main
+    one (below where negative), in ``dtype``; a rank-0 array for a matrix.
 
     >>> import dask.array as da
-    >>> float(trace(da.eye(5, chunks=2)).compute())
-    5.0
+    >>> float(trace(da.eye(5, chunks=2)).compute()), float(trace(da.eye(5, k=1), offset=1))
+    (5.0, 4.0)
     """
+    a = _typed(_dask(a), dtype)
+    a = a[api.offset_index(a, (axis1, axis2), offset)] if offset else a
     return partial_trace(a, [(axis1, axis2)], memory_limit=memory_limit,
                          split_every=split_every)
 
@@ -236,15 +255,16 @@ def _permute_block(axes, alpha, block):
     return np.asarray(api.permute(block, axes, alpha=alpha))
 
 
-def permute(a, axes, *, alpha=1, memory_limit=None):
-    """alpha * a with its axes in the order ``axes`` (a new array, not a view).
+def permute(a, axes=None, *, alpha=1, memory_limit=None):
+    """alpha * a with its axes in the order ``axes`` (None: reversed; a new array, not a
+    view).
 
     >>> import dask.array as da
     >>> permute(da.ones((2, 3, 4), chunks=2), (2, 0, 1)).shape
     (4, 2, 3)
     """
     a = _dask(a)
-    axes = tuple(int(x) % a.ndim for x in axes)
+    axes = tuple(int(x) % a.ndim for x in (range(a.ndim)[::-1] if axes is None else axes))
     if sorted(axes) != list(range(a.ndim)):
         raise OperationError(f"permute: {axes} is not a permutation of {a.ndim} axes")
     kernel = functools.partial(_permute_block, axes, alpha)
