@@ -82,7 +82,7 @@ def test_gram_bond_leaves_cuts_it_cannot_prove_to_lapack():
     assert d._gram_bond(m, 0.0, None) is None
     m[0, 0] = np.nan
     assert d._gram_bond(m, 1e-3, None) is None
-    with pytest.raises(np.linalg.LinAlgError):
+    with pytest.raises(OperationError, match="NaN or inf"):  # not LAPACK's "did not converge"
         tt.from_dense(m.reshape(2, 2, 50), eps=1e-3)
 
 
@@ -108,6 +108,26 @@ def test_from_dense_bad_input():
         tt.from_dense(np.float64(3.0))
     with pytest.raises(DTypeError):
         tt.from_dense(np.ones((2, 2), dtype=np.float16))
+    with pytest.raises(OperationError, match="empty"):
+        tt.from_dense(np.zeros((3, 0, 2)))
+    for bad in (np.nan, np.inf):
+        dense = np.ones((3, 4))
+        dense[1, 2] = bad
+        with pytest.raises(OperationError, match="NaN or inf"):
+            tt.from_dense(dense)
+    with pytest.raises(OperationError, match="dimension >= 1"):
+        tt.TensorTrain([np.ones((1, 2, 1)), np.ones((1, 0, 1))])
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-200, 1e200, 1e300])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_from_dense_keeps_the_bound_at_any_scale(scale, dtype):
+    """Huge entries overflowed the squared singular values and tiny ones underflowed them
+    (rank 1 kept, half the tensor lost); the array is scaled by a power of two first."""
+    dense = rand((4, 5, 6), 3, dtype=dtype, seed=2).to_dense()
+    y = tt.from_dense(dense * scale, eps=1e-10)
+    assert y.ranks == (1, 3, 3, 1)
+    assert rel(y.to_dense() / scale, dense) <= 1e-10
 
 
 @pytest.mark.parametrize("storage", STORAGES)

@@ -162,6 +162,25 @@ def test_bad_options_and_open_trains():
 
 
 @pytest.mark.parametrize("method", METHODS)
+def test_a_core_holding_nan_or_inf_is_named_and_nothing_changes(method):
+    """LAPACK's "did not converge" becomes an error that says why; in-place roundings
+    leave their trains as they were."""
+    good = rand(DIMS, 3, seed=1)
+    cores = [c.array().copy() for c in rand(DIMS, 3, seed=2).cores]
+    cores[2][1, 2, 0] = np.nan
+    bad = tt.TensorTrain(cores)
+    pack = tt.TrainPack([good, bad])
+    calls = [lambda: tt.round_(bad, 1e-8, method=method, rng=0),
+             lambda: tt.round_sum([good, bad], eps=1e-8, method=method, rng=0),
+             lambda: pack.round_(1e-8, method=method, rng=0)]
+    for call in calls:
+        with pytest.raises(OperationError, match="NaN or inf"):
+            call()
+    assert pack[0, 0].ranks == good.ranks == (1, 3, 3, 3, 3, 1)
+    assert np.isnan(pack[0, 1].cores[2].array()[1, 2, 0])
+
+
+@pytest.mark.parametrize("method", METHODS)
 def test_storages_round_identically(method):
     x = rand(DIMS, 3, seed=10) + rand(DIMS, 3, seed=11)
     a = _round(x, 0.05, method)

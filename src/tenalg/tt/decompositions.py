@@ -21,6 +21,10 @@ from .core import check_storage
 from .linalg.dense import bond_tolerance, core_dtype
 from .train import TensorTrain, full_ranks
 
+# norms whose squares (the truncation's tails) neither overflow nor lose their small
+# singular values to underflow; an array outside is scaled by a power of two first
+_SAFE_NORMS = (2.0 ** -250, 2.0 ** 250)
+
 
 def from_dense(array, eps=0.0, max_rank=None, storage="contiguous"):
     """TT-SVD: sequential truncated SVDs with the tolerance eps ||A|| / sqrt(d-1) per bond.
@@ -32,11 +36,21 @@ def from_dense(array, eps=0.0, max_rank=None, storage="contiguous"):
     (1, 1, 1, 1)
     """
     a = np.asarray(array)
-    if a.ndim == 0:
-        raise OperationError("from_dense needs an array with at least one axis")
+    if a.ndim == 0 or a.size == 0:
+        raise OperationError(f"from_dense needs an array with at least one axis and no "
+                             f"empty one, got shape {a.shape}")
     a = a.astype(core_dtype(a.dtype), copy=False)
     dims = a.shape
-    delta = bond_tolerance(eps, a.ndim) * float(np.linalg.norm(a))
+    norm, shift = float(np.linalg.norm(a)), 0
+    if not _SAFE_NORMS[0] < norm < _SAFE_NORMS[1]:  # zero, huge, tiny, or not finite
+        if not np.isfinite(a).all():
+            raise OperationError("from_dense: the array holds NaN or inf")
+        biggest = float(np.abs(a).max())
+        if biggest > 0:  # scaled by a power of two (exactly), and the last core back
+            shift = math.frexp(biggest)[1]
+            a = _times_power_of_two(a, -shift)
+            norm = float(np.linalg.norm(a))
+    delta = bond_tolerance(eps, a.ndim) * norm
     cores, r, m = [], 1, a
     for n in dims[:-1]:
         m = m.reshape(r * n, -1)
@@ -44,8 +58,14 @@ def from_dense(array, eps=0.0, max_rank=None, storage="contiguous"):
             _lapack_bond(m, delta, max_rank)
         r = u.shape[1]
         cores.append(u.reshape(-1, n, r))
-    cores.append(m.reshape(r, dims[-1], 1))
+    cores.append(_times_power_of_two(m, shift).reshape(r, dims[-1], 1))
     return TensorTrain._from_arrays(cores, check_storage(storage))
+
+
+def _times_power_of_two(x, e):
+    """``x * 2**e``, exactly while no entry leaves the normal range (in two factors:
+    ``2**e`` alone overflows for e >= 1024)."""
+    return x if e == 0 else x * math.ldexp(1.0, e // 2) * math.ldexp(1.0, e - e // 2)
 
 
 def _lapack_bond(m, delta, max_rank):

@@ -29,6 +29,8 @@ holds). Methods:
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import OperationError
 from ..linalg.lapackcalls import unit_roundoff
 from ..linalg.workspace import FRESH
@@ -85,7 +87,19 @@ def resolve_options(eps, max_rank, rmax, method, dtype):
 def run(method, summands, coefficients, eps, max_rank, rng=None, work=FRESH):
     """The batched sweep of ``method`` (see :mod:`tenalg.tt.linalg.sweeps`); the SVD sweep keeps
     its temporaries in ``work``. One small real train (or sum of trains) takes the
-    compiled SVD sweep (:mod:`tenalg.tt.linalg.smallsweep`) once it is compiled."""
+    compiled SVD sweep (:mod:`tenalg.tt.linalg.smallsweep`) once it is compiled.
+
+    LAPACK's failure on a core that holds NaN or inf ("SVD did not converge") is an
+    OperationError saying so; the check runs only after a failure."""
+    try:
+        return _sweep(method, summands, coefficients, eps, max_rank, rng, work)
+    except np.linalg.LinAlgError as error:
+        if all(np.isfinite(core).all() for summand in summands for core in summand):
+            raise
+        raise OperationError(f"round: a core holds NaN or inf ({error})") from error
+
+
+def _sweep(method, summands, coefficients, eps, max_rank, rng, work):
     if method == "randomized":
         return sweeps.randomized(summands, coefficients, eps, max_rank, rng)
     if method == "svd":

@@ -71,8 +71,11 @@ class TensorTrain:
                     f"cores {k} and {k + 1} disagree: core {k} has right rank {shapes[k][2]} "
                     f"but core {k + 1} has left rank {shapes[k + 1][0]}"
                 )
+        dims = tuple([s[1] for s in shapes])
+        if 0 in dims:  # an empty tensor: nothing to decompose, and the sweeps assume n >= 1
+            raise OperationError(f"a tensor train needs every dimension >= 1, got {dims}")
         self._cores, self._storage, self._dtype = tuple(cores), storage, np.dtype(dtype)
-        self._dims = tuple([s[1] for s in shapes])
+        self._dims = dims
         self._version = getattr(self, "_version", -1) + 1
 
     @classmethod
