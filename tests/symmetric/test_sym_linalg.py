@@ -88,6 +88,9 @@ def test_bipartition_errors():
             sym.qr(t, rows, cols)
     with pytest.raises(OperationError, match="max_rank"):
         sym.svd(t, (0,), (1, 2), max_rank=0)
+    for cutoff in (-1e-3, float("nan"), float("inf")):
+        with pytest.raises(OperationError, match="cutoff"):
+            sym.svd(t, (0,), (1, 2), cutoff=cutoff)
 
 
 def test_product_group_sectors_are_kept_apart():

@@ -94,6 +94,9 @@ def test_from_dense_names_the_offending_entry():
         sym.BlockTensor.from_dense(d, (leg, leg.conj()))
     d[0, 2] = 1e-14
     sym.BlockTensor.from_dense(d, (leg, leg.conj()))  # within atol
+    d[2, 0] = np.nan  # compares false with atol: it was taken as zero
+    with pytest.raises(DescriptorError, match=r"entry \(2, 0\) = nan lies in block \(1, 0\)"):
+        sym.BlockTensor.from_dense(d, (leg, leg.conj()))
     with pytest.raises(DescriptorError, match="shape"):
         sym.BlockTensor.from_dense(d[:2], (leg, leg.conj()))
 

@@ -101,6 +101,8 @@ def _keep(spectra, max_rank, cutoff):
     """Kept rank per sector: the largest values over all sectors, at least one."""
     if max_rank is not None and max_rank < 1:
         raise OperationError(f"max_rank must be >= 1, got {max_rank}")
+    if cutoff is not None and not 0 <= cutoff < np.inf:  # NaN too
+        raise OperationError(f"cutoff must be a finite number >= 0, got {cutoff}")
     values = np.concatenate([np.zeros(0)] + list(spectra.values()))
     sectors = np.concatenate([np.zeros(0, int)] + [
         np.full(len(s), n) for n, s in enumerate(spectra.values())

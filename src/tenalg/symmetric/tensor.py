@@ -112,8 +112,10 @@ class BlockTensor:
             index = t._index(key)
             t.blocks[key] = np.array(array[index], order="C")
             rest[index] = 0
-        if rest.size and np.max(np.abs(rest)) > atol:
-            entry = np.unravel_index(np.argmax(np.abs(rest)), rest.shape)
+        off = np.abs(rest)
+        if rest.size and not off.max() <= atol:  # NaN off the blocks is refused too
+            entry = np.unravel_index(np.argmax(np.where(np.isnan(off), np.inf, off)),
+                                     rest.shape)
             key = tuple(_sector_of(leg, i) for leg, i in zip(t.legs, entry, strict=True))
             raise DescriptorError(
                 f"array is not symmetric: entry {tuple(int(i) for i in entry)} = "
