@@ -145,6 +145,8 @@ def test_explain_reports_a_bad_expression_and_extents(capsys):
     assert err.startswith("tenalg explain: ExpressionError: ") and "'q'" in err
     assert main(["explain", "ij,jk->ik", "2x3", "4x4"]) == 2
     assert capsys.readouterr().err.startswith("tenalg explain: ExtentError: mode 'j'")
+    assert main(["explain", "ij,jk->ik"]) == 2  # the shapes forgotten
+    assert capsys.readouterr().err.strip().endswith("give one SHAPE per operand, like 64x32")
 
 
 def test_explain_reports_a_bad_dtype(capsys):

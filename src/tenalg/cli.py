@@ -19,7 +19,7 @@ from .backends import ahead
 from .descriptors import TensorDescriptor
 from .dtypes import storage_type
 from .einsum import einsum_plan
-from .errors import TenalgError
+from .errors import InputCountError, TenalgError
 
 # the groups of bench workloads (bench/registry.py's, which this light module can't
 # import without the bench package: kept equal by tests/test_cli.py)
@@ -115,7 +115,11 @@ def _compile(args):
 def _explain(args):
     dtype = storage_type(args.dtype, "--dtype")
     descriptors = [TensorDescriptor.contiguous(shape, dtype) for shape in args.shapes]
-    print(einsum_plan(args.expression, *descriptors).explain())
+    try:
+        plan = einsum_plan(args.expression, *descriptors)
+    except InputCountError as error:
+        raise InputCountError(f"{error}: give one SHAPE per operand, like 64x32") from None
+    print(plan.explain())
     return 0
 
 
