@@ -70,7 +70,9 @@ def _reduction_plan(a, modes_in, modes_out, out, compute_dtype, out_dtype=None):
                  options=options)
 
 
-def _axes(axis, ndim):
+def sum_axes(axis, ndim):
+    """``axis`` (None, an int or a sequence) as sorted-as-given axes in range(ndim),
+    checked as NumPy checks it."""
     if axis is None:
         return tuple(range(ndim))
     if ndim == 0 and isinstance(axis, int | np.integer) and axis in (0, -1):
@@ -134,7 +136,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, *,  # noqa: A001 - N
         if compute_dtype is not None:
             raise OperationError("compute_dtype applies to tenalg's kernels, which take "
                                  "neither initial nor where")
-        return _numpy_sum(np.sum, a, axis=_axes(axis, a.ndim), dtype=dtype,
+        return _numpy_sum(np.sum, a, axis=sum_axes(axis, a.ndim), dtype=dtype,
                           out=output_array(out), keepdims=keepdims,
                           **({} if initial is None else {"initial": initial}),
                           where=True if where is None else where)
@@ -144,7 +146,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, *,  # noqa: A001 - N
         return call((a,), out, ("sum", axis), _sum_plan, axis, None, a.dtype,
                     first=_sum_first, numpy_out=True)
     out = output_array(out)
-    axes = _axes(axis, a.ndim)  # checked first: NumPy's errors become tenalg's
+    axes = sum_axes(axis, a.ndim)  # checked first: NumPy's errors become tenalg's
     types = _sum_types(a, dtype, out)
     if types is None:
         return _numpy_sum(np.sum, a, axis=axes, dtype=dtype, out=out, keepdims=keepdims)
@@ -164,7 +166,7 @@ def _sum_plan(arrays, out, axis, compute_dtype, result):
     """The plan of a sum over ``axis`` (checked here) in ``compute_dtype`` into a
     ``result``-typed output or ``out`` (which the result must cast to)."""
     a = arrays[0]
-    axes = _axes(axis, a.ndim)
+    axes = sum_axes(axis, a.ndim)
     check_cast(result, out)
     modes = tuple(range(a.ndim))
     kept = tuple(m for m in modes if m not in axes)
@@ -188,7 +190,7 @@ def _numpy_first(a):
 def _sum_first(arrays, axis, compute_dtype, result):
     """NumPy's sum over ``axis``, a first call's (:func:`_numpy_first`; else None)."""
     a = arrays[0]
-    return np.asarray(np.add.reduce(a, axis=_axes(axis, a.ndim))) if _numpy_first(a) else None
+    return np.asarray(np.add.reduce(a, axis=sum_axes(axis, a.ndim))) if _numpy_first(a) else None
 
 
 def sum_host(a):
@@ -337,7 +339,7 @@ def permute(a, axes=None, *, alpha=None, out=None):
         return call((a,), out, key, _permute_plan, axes,
                      scalars=None if alpha is None else {"alpha": alpha}, numpy_out=True)
     out = output_array(out)
-    moved = a.transpose(_permutation(axes, a.ndim))
+    moved = a.transpose(permutation(axes, a.ndim))
     if alpha is not None:
         moved = np.multiply(moved, alpha)
     if out is None:
@@ -347,7 +349,7 @@ def permute(a, axes=None, *, alpha=None, out=None):
     return out
 
 
-def _permutation(axes, ndim):
+def permutation(axes, ndim):
     """``axes`` checked as a permutation of range(ndim), negatives normalised."""
     axes = tuple(axes)
     if sorted(normalize_axis(ax, ndim) for ax in axes) != list(range(ndim)):
@@ -357,7 +359,7 @@ def _permutation(axes, ndim):
 
 def _permute_plan(arrays, out, axes):
     a = arrays[0]
-    out_modes = _permutation(axes, a.ndim)
+    out_modes = permutation(axes, a.ndim)
     check_cast(a.dtype, out)
     return plan_for("permutation", [(a, range(a.ndim), Unary.IDENTITY, "A")], out_modes,
                  out=out, options=(("order", "C"),)), None

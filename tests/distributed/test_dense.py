@@ -141,12 +141,34 @@ def test_numpys_options_through_ta_are_honoured_or_refused(client):
                (lambda: ta.trace(d, out=out), "out="),
                (lambda: ta.permute(d, out=out), "out="),
                (lambda: ta.einsum("ijk->j", d, out=out), "out="),
-               (lambda: ta.einsum("ijk->j", d, casting="unsafe"), "casting="),
+               (lambda: ta.einsum("ijk->j", d, order="F"), "order="),
                (lambda: ta.contract(d, "ijk", d, "ijk", "j", unary_a="conj"), "unary_a=")]
     for call, option in refused:
         with pytest.raises(ta.OperationError, match=f"of dask arrays does not take {option}"):
             call()
     assert not out.any()
+
+
+def test_axes_and_casting_are_checked_as_numpy_checks_them(client):
+    """Axes were taken modulo the rank (sum over axis 2 of a matrix summed axis 0), and a
+    dtype= was a cast of the result: now NumPy's AxisError, and its casting rule with
+    the operands cast first."""
+    x = _rand((5, 4))
+    d = da.from_array(x, chunks=2)
+    for call in (lambda: ta.sum(d, axis=2), lambda: ta.sum(d, axis=(0, -3)),
+                 lambda: ta.permute(d, (0, 2)), lambda: ta.partial_trace(d, [(0, 2)])):
+        with pytest.raises(np.exceptions.AxisError):
+            call()
+    with pytest.raises(ta.OperationError, match="repeat"):
+        ta.partial_trace(da.ones((2, 2, 2, 2), chunks=1), [(0, 1), (1, 0)])
+    with pytest.raises(TypeError, match="'safe'"):
+        ta.einsum("ij,jk->ik", d, d.T, dtype=np.float32)
+    narrow = np.einsum("ij,jk->ik", x, x.T, dtype=np.float32, casting="same_kind")
+    _close(ta.einsum("ij,jk->ik", d, d.T, dtype=np.float32, casting="same_kind").compute(),
+           narrow, np.float32)
+    x32 = x.astype(np.float32)  # computed in float64, as NumPy does, not cast after
+    wide = ta.einsum("ij,jk->ik", da.from_array(x32, chunks=2), x32.T, dtype=np.float64)
+    _close(wide.compute(), np.einsum("ij,jk->ik", x32, x32.T, dtype=np.float64))
 
 
 def test_run_operation(client):

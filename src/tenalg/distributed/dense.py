@@ -24,7 +24,9 @@ from opt_einsum import parser
 
 from .. import api
 from ..einsum import einsum as _ta_einsum
+from ..einsum_numpy import check_casting, numpy_dtype
 from ..errors import OperationError
+from ..views import normalize_axis
 from . import cluster
 from .blockwise import blockwise
 
@@ -85,11 +87,15 @@ def contraction_path(subscripts, *shapes, optimize="auto"):
                                          optimize=optimize)[0])
 
 
-def einsum(subscripts, *operands, dtype=None, optimize="auto", memory_limit=None,
-           split_every=4):
-    """NumPy's einsum on Dask arrays (ellipsis, implicit output, repeated labels),
-    lazily; ``memory_limit`` bytes per worker (default: :func:`memory_limit_of`)."""
+def einsum(subscripts, *operands, dtype=None, casting="safe", optimize="auto",
+           memory_limit=None, split_every=4):
+    """NumPy's einsum on Dask arrays (ellipsis, implicit output, repeated labels, a
+    ``dtype`` the operands cast to under ``casting``), lazily; ``memory_limit`` bytes
+    per worker (default: :func:`memory_limit_of`)."""
     arrays = [_dask(x) for x in operands]
+    if dtype is not None:  # NumPy computes in dtype: the operands are cast first
+        dtype = numpy_dtype([a.dtype for a in arrays], dtype, check_casting(casting))
+        arrays = [a.astype(dtype) for a in arrays]
     inputs, output, _ = parser.parse_einsum_input([subscripts, *[a.shape for a in arrays]],
                                                   shapes=True)
     labels = [tuple(s) for s in inputs.split(",")]
@@ -110,8 +116,7 @@ def einsum(subscripts, *operands, dtype=None, optimize="auto", memory_limit=None
             out = tuple(dict.fromkeys(x for _, lab in taken for x in lab if x in later))
         items.append((_step([a for a, _ in taken], [lab for _, lab in taken], out, limit,
                             split_every), out))
-    result = items[0][0]
-    return result if dtype is None else result.astype(dtype)
+    return items[0][0]
 
 
 def _letters(*mode_lists):
@@ -167,13 +172,6 @@ def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, memory_
     return _scaled(result, alpha, c, beta)
 
 
-def _axes(axis, ndim):
-    if axis is None:
-        return tuple(range(ndim))
-    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
-    return tuple(int(x) % ndim if ndim else int(x) for x in axes)
-
-
 def _sum_block(axes, block):
     return np.asarray(api.sum(block, axis=axes))
 
@@ -195,7 +193,7 @@ def sum(a, axis=None, dtype=None, keepdims=False, *, memory_limit=None,  # noqa:
     'float32'
     """
     a = _typed(_dask(a), dtype)
-    axes = _axes(axis, a.ndim)
+    axes = api.sum_axes(axis, a.ndim)
     labels = tuple(range(a.ndim))
     kernel = functools.partial(_sum_block, axes)
     dtype = np.sum(np.zeros((1,) * a.ndim, a.dtype), axis=axes).dtype
@@ -220,7 +218,9 @@ def partial_trace(a, pairs, *, memory_limit=None, split_every=4):
     [[10.0, 12.0], [18.0, 20.0]]
     """
     a = _dask(a)
-    pairs = [(int(i) % a.ndim, int(j) % a.ndim) for i, j in pairs]
+    pairs = [tuple(normalize_axis(x, a.ndim) for x in pair) for pair in pairs]
+    if len({x for p in pairs for x in p}) != 2 * len(pairs):
+        raise OperationError(f"axes repeat across the trace pairs {pairs}")
     square = [slice(None)] * a.ndim  # unequal extents trace the leading square, as NumPy's
     for i, j in pairs:
         square[i] = square[j] = slice(0, min(a.shape[i], a.shape[j]))
@@ -264,9 +264,7 @@ def permute(a, axes=None, *, alpha=1, memory_limit=None):
     (4, 2, 3)
     """
     a = _dask(a)
-    axes = tuple(int(x) % a.ndim for x in (range(a.ndim)[::-1] if axes is None else axes))
-    if sorted(axes) != list(range(a.ndim)):
-        raise OperationError(f"permute: {axes} is not a permutation of {a.ndim} axes")
+    axes = api.permutation(range(a.ndim)[::-1] if axes is None else axes, a.ndim)
     kernel = functools.partial(_permute_block, axes, alpha)
     dtype = kernel(np.zeros((1,) * a.ndim, a.dtype)).dtype
     return blockwise(kernel, [a], [tuple(range(a.ndim))], axes, dtype,
