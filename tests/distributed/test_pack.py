@@ -13,6 +13,7 @@ pytest.importorskip("distributed")
 from tenalg import tt  # noqa: E402
 from tenalg.distributed import DistributedPack, PackOperationError, stencil  # noqa: E402
 from tenalg.distributed.measure import _sizeof_train, bytes_moved  # noqa: E402
+from tenalg.errors import OperationError  # noqa: E402
 
 DIMS = (4, 5, 3, 4)
 
@@ -85,11 +86,27 @@ def test_stencil_moves_only_edge_trains(client):
 
 
 def test_failed_operation_leaves_pack_as_it_was(client):
+    """One tile fails (a core holding NaN), the other succeeds: neither is swapped in."""
     p = _pack(1, 6, 6)
+    cores = [c.array().copy() for c in p[0, 5].cores]
+    cores[1][0, 0, 0] = np.nan
+    p = tt.TrainPack([[p[0, b] for b in range(5)] + [tt.TensorTrain(cores)]])
     dp = DistributedPack.from_pack(client, p)
-    with pytest.raises(PackOperationError, match="round_ failed on tile"):
-        dp.round_(-1.0, method="no-such-method")
+    with pytest.raises(PackOperationError, match="round_ failed on tile 1.*NaN or inf"):
+        dp.round_(1e-8)
     _same(dp.gather(), p)
+
+
+def test_bad_rounding_options_raise_before_any_task(client):
+    dp = DistributedPack.from_pack(client, _pack(1, 4, 7))
+    tasks = dp.last_tasks
+    for kwargs in ({"eps": -1.0}, {"eps": 1e-8, "method": "no-such-method"},
+                   {"eps": 1e-8, "max_rank": 0}):
+        for operation in (dp.round_, lambda **k: dp.stencil_(0.1, **k)):
+            with pytest.raises(OperationError) as info:
+                operation(**kwargs)
+            assert not isinstance(info.value, PackOperationError)
+    assert dp.last_tasks == tasks
 
 
 def test_worker_killed_mid_round(client):

@@ -9,6 +9,7 @@ from tenalg import tt  # noqa: E402
 from tenalg.distributed import DistributedTrain  # noqa: E402
 from tenalg.distributed import train as train_module  # noqa: E402
 from tenalg.distributed.measure import bytes_moved  # noqa: E402
+from tenalg.errors import OperationError  # noqa: E402
 
 
 def _rel(x, y):
@@ -30,6 +31,17 @@ def test_round_matches_single_process(client, case):
     got = DistributedTrain.from_train(client, x).round(eps, cap)
     assert got.ranks == want.ranks
     assert _rel(got.gather(), want) <= 1e-12
+
+
+def test_bad_options_and_dimensions_raise_before_any_task(client):
+    x = DistributedTrain.random(client, (8, 8, 8), 2, seed=0)
+    for kwargs in ({"eps": -1.0}, {"eps": float("nan")}, {"max_rank": 0}):
+        with pytest.raises(OperationError):  # eps=-1 rounded to rank 1 before
+            x.round(**kwargs)
+    with pytest.raises(OperationError, match="dimensions >= 1"):
+        DistributedTrain.random(client, (8, 0, 8), 2)
+    with pytest.raises(OperationError, match="positive"):
+        DistributedTrain.random(client, (8, 8, 8), 0)
 
 
 def test_only_small_factors_move(client):

@@ -111,6 +111,12 @@ def _joined(size, parts, *results):
     return tt.TrainPack(grids), infos
 
 
+def _check_rounding(eps, max_rank, method):
+    """The rounding options checked here, before any task (a worker would raise the same
+    error, logged by Dask on every worker)."""
+    tt.rounding.resolve_options(eps, max_rank, None, method, np.float64)
+
+
 def _first(x):
     return x[0]
 
@@ -230,6 +236,7 @@ class DistributedPack:
 
     def round_(self, eps=0.0, max_rank=None, method="svd"):
         """Round every train in place to its own ranks; grid[var][block] of infos."""
+        _check_rounding(eps, max_rank, method)
         both = self._submit(_round, self.parts, extra=(eps, max_rank, method))
         return self._commit_with_infos(both, "round_")
 
@@ -275,6 +282,7 @@ class DistributedPack:
         """One stencil step in place (see :mod:`tenalg.distributed.stencil`): each tile
         receives only the trains of the neighbouring tiles' edge blocks. Returns
         grid[var][block] of TruncationInfo."""
+        _check_rounding(eps, max_rank, method)
         owner = {b: i for i, tile in enumerate(self.tiles) for b in tile}
         homes = self._homes()
         ghost_blocks, ghost_parts, tasks = [], [], 0

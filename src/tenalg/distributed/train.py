@@ -178,7 +178,10 @@ class DistributedTrain:
         """A train of standard normal cores, each slice drawn on its own worker from
         ``(seed, core, worker)`` (nothing but the seeds is sent)."""
         workers = cls._workers(client, workers)
-        ranks = [1, *([ranks] * (len(dims) - 1) if np.ndim(ranks) == 0 else ranks), 1]
+        dims = tuple(int(n) for n in dims)
+        if not dims or min(dims) < 1:
+            raise OperationError(f"a tensor train needs dimensions >= 1, got {dims}")
+        ranks = tt.train.full_ranks(dims, ranks)
         shapes = [(ranks[k], n, ranks[k + 1]) for k, n in enumerate(dims)]
         splits = [_split(n, len(workers)) for n in dims]
         parts = [[client.submit(_random_slice, seed, k, p, (s[0], b - a, s[2]), dtype,
@@ -202,6 +205,7 @@ class DistributedTrain:
         A bond takes three tasks one after the other, in either sweep: the slices'
         factors, their stacked QR (or SVD) on worker 0, the next core's slices updated;
         only the small factors move."""
+        eps, max_rank, _ = tt.rounding.resolve_options(eps, max_rank, None, "svd", np.float64)
         d = len(self.parts)
         self.last_tasks = 0
         if d == 1:
