@@ -46,6 +46,19 @@ def test_dot_norm_sum_and_vector_contractions(storage, dtype):
     assert np.asarray(tt.norm(a)).dtype == np.finfo(dtype).dtype
 
 
+@pytest.mark.parametrize("low,high", [(np.float32, np.float64), (np.complex64, np.float64),
+                                      (np.float32, np.complex128)])
+def test_a_mixed_precision_dot_is_as_exact_as_its_result_type(low, high):
+    """The float32 train's values are exact in float64; scaling its cores by their
+    largest modulus rounded them (a relative 1e-7), by a power of two does not."""
+    a, b = rand((3, 4, 5, 3), 3, low, seed=4), rand((3, 4, 5, 3), 2, high, seed=5)
+    wide = [tt.TensorTrain([c.array().astype(np.complex128) for c in t.cores]).to_dense()
+            for t in (a, b)]
+    exact = np.vdot(*wide)
+    for got in (tt.dot(a, b), np.conj(tt.dot(b, a))):
+        assert abs(complex(got) - exact) <= 1e-14 * abs(exact)
+
+
 def test_dot_conjugates_the_first_argument():
     a = rand((2, 3), 2, np.complex128, seed=1)
     b = rand((2, 3), 2, np.complex128, seed=2)

@@ -31,7 +31,8 @@ def _random(rng, shape, dtype):
 @given(st.integers(1, 6), st.integers(1, 5), st.sampled_from(DTYPES), st.integers(0, 2**16),
        st.booleans())
 def test_normalize_kernel_matches_numpy(g, n, dtype, seed, strided):
-    """The same quotients and logs; rows of zeros, infinities and NaN are divided by 1."""
+    """The same products and logs, exactly: each row times the power of two just above
+    its largest modulus; rows of zeros, infinities and NaN are scaled by 1."""
     rng = np.random.default_rng(seed)
     x = _random(rng, (g, n, 3, n), dtype)
     x[0] = 0
@@ -42,22 +43,22 @@ def test_normalize_kernel_matches_numpy(g, n, dtype, seed, strided):
         x = x.transpose(0, 3, 2, 1)
     logs = rng.standard_normal(g)
     y, new = batched.normalize(x, logs)
-    s = batched._max_abs(x)
-    with np.errstate(invalid="ignore"):
-        y0, new0 = x / s.reshape(-1, 1, 1, 1), logs + batched.safe_log(s)
-    if np.dtype(dtype).kind == "c":  # complex division (and modulus) round their own way
-        np.testing.assert_allclose(y, y0, rtol=4 * np.finfo(dtype).eps)
+    s = batched._power_of_two(x)  # the twin's powers of two
+    used = np.ldexp(1.0, np.rint((new - logs) / np.log(2.0)).astype(int))  # the kernel's
+    if np.dtype(dtype).kind == "c":  # moduli may differ in the last bit: a power apart
+        assert np.all((used == s) | (used == 2 * s) | (2 * used == s))
     else:
-        np.testing.assert_array_equal(y, y0)
-    # log m to m's rounding (complex64 moduli differ in the last bit)
-    np.testing.assert_allclose(new, new0, rtol=1e-15, atol=4 * np.finfo(dtype).eps)
+        np.testing.assert_array_equal(used, s)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(y, x * (1 / used).reshape(-1, 1, 1, 1))
+    np.testing.assert_allclose(new, logs + batched.safe_log(used), rtol=1e-15, atol=1e-15)
     assert y.dtype == x.dtype and y.shape == x.shape
 
 
 def test_normalize_twin_serves_while_compiling(compiling):
     x = np.array([[3.0, -6.0]])
     y, logs = batched.normalize(x, np.zeros(1))
-    assert y.tolist() == [[0.5, -1.0]] and logs.tolist() == [np.log(6.0)]
+    assert y.tolist() == [[0.375, -0.75]] and logs.tolist() == [np.log(8.0)]
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])

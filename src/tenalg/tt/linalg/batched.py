@@ -17,6 +17,7 @@ import numba
 import numpy as np
 
 from ...blas import one_blas_thread
+from ...dtypes import real_type
 from ...kernels import compiler
 from ...kernels.jit import CACHE
 from ...linalg.workspace import FRESH
@@ -29,27 +30,33 @@ def stack(trains):
             for k in range(trains[0].ncores)]
 
 
-def _max_abs(x):
-    s = np.abs(x).max(axis=tuple(range(1, x.ndim)), initial=0)
-    return np.where((s > 0) & np.isfinite(s), s, 1).astype(s.dtype)
+def _power_of_two(x):
+    """Per train, the power of two 2^e just above its largest modulus (1 for a
+    slice that is zero or not finite): scaling by it is exact, where dividing by the
+    modulus itself rounds every entry (a float32 core so scaled cost a mixed float32 by
+    float64 dot a relative 1e-7)."""
+    m = np.abs(x).max(axis=tuple(range(1, x.ndim)), initial=0)
+    e = np.where((m > 0) & np.isfinite(m), np.frexp(m)[1], 0)
+    return np.ldexp(1.0, e).astype(real_type(x.dtype))
 
 
 def frobenius(x):
     """Frobenius norm of each train's slice of ``x`` (scaled: no underflow of squares)."""
-    s = _max_abs(x)
-    y = x / s.reshape((-1,) + (1,) * (x.ndim - 1))
+    s = _power_of_two(x)
+    y = x * (1 / s).reshape((-1,) + (1,) * (x.ndim - 1))
     return s * np.sqrt((np.abs(y) ** 2).sum(axis=tuple(range(1, x.ndim))))
 
 
 def normalize(x, logs):
-    """Divide each train's slice of ``x`` by its largest modulus; add its log to ``logs``.
+    """Scale each train's slice of ``x`` by the power of two just above its largest
+    modulus (exactly); add the log of the power to ``logs``.
 
     One Numba pass (:func:`_normalize_kernel`); these NumPy operations, its twin while it
     compiles, cost 8 us on a 20 x 20 factor (2 us in the kernel), 10 times a rounding.
 
     >>> y, logs = normalize(np.array([[1.0, -4.0], [0.0, 0.0]]), np.zeros(2))
     >>> y.tolist(), logs.tolist()
-    ([[0.25, -1.0], [0.0, 0.0]], [1.3862943611198906, 0.0])
+    ([[0.125, -0.5], [0.0, 0.0]], [2.0794415416798357, 0.0])
     """
     flat = np.ascontiguousarray(x).reshape(x.shape[0], -1)
     out, new = np.empty(flat.shape, dtype=x.dtype), np.empty(x.shape[0])
@@ -57,25 +64,25 @@ def normalize(x, logs):
     if compiler.ready_for(_normalize_kernel, args, (x.dtype, flat.flags.writeable)):
         _normalize_kernel(*args)
         return out.reshape(x.shape), new
-    s = _max_abs(x)
-    return x / s.reshape((-1,) + (1,) * (x.ndim - 1)), logs + safe_log(s)
+    s = _power_of_two(x)
+    return x * (1 / s).reshape((-1,) + (1,) * (x.ndim - 1)), logs + safe_log(s)
 
 
 @numba.njit(cache=CACHE, error_model="numpy", nogil=True)
 def _normalize_kernel(x, logs, out, new):
     """:func:`normalize` of the rows of ``x`` (g, size) into ``out`` and ``new`` (the same
-    operations: a NaN row, an infinite or a zero one is divided by 1)."""
+    operations: a NaN row, an infinite or a zero one is scaled by 1)."""
     for t in range(x.shape[0]):
         m = 0.0
         for i in range(x.shape[1]):
             a = abs(x[t, i])
             if a > m or a != a:  # NaN wins, as in np.max
                 m = a
-        if not (m > 0 and m < np.inf):
-            m = 1.0
+        e = math.frexp(m)[1] if m > 0 and m < np.inf else 0
+        scale = math.ldexp(1.0, -e)
         for i in range(x.shape[1]):
-            out[t, i] = x[t, i] / m
-        new[t] = logs[t] + math.log(m)
+            out[t, i] = x[t, i] * scale
+        new[t] = logs[t] + math.log(math.ldexp(1.0, e))
 
 
 def block_sum(a, b):
