@@ -31,8 +31,8 @@ def _random(rng, shape, dtype):
 @given(st.integers(1, 6), st.integers(1, 5), st.sampled_from(DTYPES), st.integers(0, 2**16),
        st.booleans())
 def test_normalize_kernel_matches_numpy(g, n, dtype, seed, strided):
-    """The same products and logs, exactly: each row times the power of two just above
-    its largest modulus; rows of zeros, infinities and NaN are scaled by 1."""
+    """The same products and logs, exactly: each row times the power of two at or just
+    above its largest modulus; rows of zeros, infinities and NaN are scaled by 1."""
     rng = np.random.default_rng(seed)
     x = _random(rng, (g, n, 3, n), dtype)
     x[0] = 0

@@ -31,12 +31,13 @@ def stack(trains):
 
 
 def _power_of_two(x):
-    """Per train, the power of two 2^e just above its largest modulus (1 for a
+    """Per train, the power of two 2^e at or just above its largest modulus (1 for a
     slice that is zero or not finite): scaling by it is exact, where dividing by the
     modulus itself rounds every entry (a float32 core so scaled cost a mixed float32 by
     float64 dot a relative 1e-7)."""
     m = np.abs(x).max(axis=tuple(range(1, x.ndim)), initial=0)
-    e = np.where((m > 0) & np.isfinite(m), np.frexp(m)[1], 0)
+    fraction, e = np.frexp(m)
+    e = np.where((m > 0) & np.isfinite(m), e - (fraction == 0.5), 0)
     return np.ldexp(1.0, e).astype(real_type(x.dtype))
 
 
@@ -48,7 +49,7 @@ def frobenius(x):
 
 
 def normalize(x, logs):
-    """Scale each train's slice of ``x`` by the power of two just above its largest
+    """Scale each train's slice of ``x`` by the power of two at or just above its largest
     modulus (exactly); add the log of the power to ``logs``.
 
     One Numba pass (:func:`_normalize_kernel`); these NumPy operations, its twin while it
@@ -56,7 +57,7 @@ def normalize(x, logs):
 
     >>> y, logs = normalize(np.array([[1.0, -4.0], [0.0, 0.0]]), np.zeros(2))
     >>> y.tolist(), logs.tolist()
-    ([[0.125, -0.5], [0.0, 0.0]], [2.0794415416798357, 0.0])
+    ([[0.25, -1.0], [0.0, 0.0]], [1.3862943611198906, 0.0])
     """
     flat = np.ascontiguousarray(x).reshape(x.shape[0], -1)
     out, new = np.empty(flat.shape, dtype=x.dtype), np.empty(x.shape[0])
@@ -78,7 +79,8 @@ def _normalize_kernel(x, logs, out, new):
             a = abs(x[t, i])
             if a > m or a != a:  # NaN wins, as in np.max
                 m = a
-        e = math.frexp(m)[1] if m > 0 and m < np.inf else 0
+        fraction, e = math.frexp(m)
+        e = (e - (fraction == 0.5)) if m > 0 and m < np.inf else 0
         scale = math.ldexp(1.0, -e)
         for i in range(x.shape[1]):
             out[t, i] = x[t, i] * scale
