@@ -171,6 +171,16 @@ def test_cross_bad_input():
     with pytest.raises(OperationError, match="index set 1"):
         tt.cross(lambda i: np.ones(len(i)), (2, 2, 2), 1,
                  index_sets=[np.zeros((2, 2), int), np.zeros((1, 1), int)])
+    ones = lambda i: np.ones(len(i))  # noqa: E731
+    for kwargs, words in [({"dims": (2, 0, 2)}, "dimensions >= 1"), ({"dims": ()}, "dimensions"),
+                          ({"nsweeps": 0}, "nsweeps"), ({"nsweeps": 1.5}, "nsweeps"),
+                          ({"tau": 0.5}, "tau"), ({"tau": float("nan")}, "tau")]:
+        with pytest.raises(OperationError, match=words):
+            tt.cross(ones, **{"dims": (2, 3, 2), "ranks": 1, **kwargs})
+    with pytest.raises(OperationError, match=r"NaN or inf at 1 of 3 points"):
+        tt.cross(lambda i: np.where(i[:, 1] == 2, np.inf, 1.0), (2, 3, 2), 1, rng=0)
+    with pytest.raises(OperationError, match="tau"):
+        tt.maxvol(np.ones((4, 2)), tau=0.9)
 
 
 def test_maxvol_finds_a_dominant_submatrix():

@@ -113,6 +113,11 @@ def _gram_bond(m, delta, max_rank):
     return vk.astype(m.dtype, copy=False), rest.astype(m.dtype, copy=False)
 
 
+def _check_tau(tau):
+    if not 1 <= tau < np.inf:  # below 1 no submatrix dominates: swaps run to max_iters
+        raise OperationError(f"tau must be a finite number >= 1, got {tau!r}")
+
+
 def maxvol(a, tau=1.05, max_iters=200):
     """Rows of the tall (n, r) matrix ``a`` spanning a submatrix of locally maximal volume.
 
@@ -123,6 +128,7 @@ def maxvol(a, tau=1.05, max_iters=200):
     >>> sorted(maxvol(np.array([[1.0, 0], [0, 1], [5, 0], [0, 0.5]])).tolist())
     [1, 2]
     """
+    _check_tau(tau)
     n, r = a.shape
     if n <= r:
         return np.arange(n)
@@ -176,6 +182,9 @@ class _Fibers:
         values = np.asarray(self.f(idx))
         if values.shape != (len(idx),):
             raise OperationError(f"cross: f returned shape {values.shape} for {len(idx)} points")
+        if not np.isfinite(values).all():
+            raise OperationError(f"cross: f returned NaN or inf at "
+                                 f"{int((~np.isfinite(values)).sum())} of {len(idx)} points")
         self.dtype = self.dtype or core_dtype(values.dtype)
         self.nevals += len(idx)
         return values.astype(self.dtype, copy=False).reshape(ra, n, rb)
@@ -206,6 +215,11 @@ def cross(f, dims, ranks=None, nsweeps=10, tau=1.05, index_sets=None, rng=None,
     """
     dims = tuple(int(n) for n in dims)
     d = len(dims)
+    if not dims or min(dims) < 1:
+        raise OperationError(f"cross needs dimensions >= 1, got {dims}")
+    if isinstance(nsweeps, bool) or int(nsweeps) != nsweeps or nsweeps < 1:
+        raise OperationError(f"cross: nsweeps must be a positive integer, got {nsweeps!r}")
+    _check_tau(tau)
     if index_sets is not None:
         index_sets = [np.asarray(j, dtype=np.int64) for j in index_sets]
         if len(index_sets) != d - 1:
