@@ -46,6 +46,20 @@ def test_pack_arithmetic_matches_dense(storage, dtype):
         np.testing.assert_allclose(norms[pos], np.linalg.norm(dp[pos]), rtol=tol(dtype) * 10)
     scaled = tt.scale(p, 2)
     np.testing.assert_allclose(scaled[1, 2].to_dense(), 2 * dp[1, 2], rtol=tol(dtype))
+    # the rest of "every operation takes packs, trainwise": Hadamard, sums, contractions
+    products, sums = tt.hadamard(p, q), tt.sum(p)
+    vectors = [np.arange(1.0, n + 1) for n in p[0, 0].dims]
+    contracted = tt.contract_vectors(p, vectors)
+    assert products.shape == sums.shape == contracted.shape == (2, 3)
+    for pos in p.positions():
+        assert products[pos].ranks == tt.hadamard(p[pos], q[pos]).ranks
+        np.testing.assert_allclose(products[pos].to_dense(), dp[pos] * dq[pos],
+                                   rtol=tol(dtype), atol=tol(dtype) * 10)
+        np.testing.assert_allclose(sums[pos], dp[pos].sum(), rtol=tol(dtype) * 10)
+        expected = dp[pos]
+        for v in vectors:  # each mode in turn, the first left
+            expected = np.tensordot(v, expected, axes=(0, 0))
+        np.testing.assert_allclose(contracted[pos], expected, rtol=tol(dtype) * 10)
 
 
 @pytest.mark.parametrize("storage", STORAGES)

@@ -11,11 +11,13 @@ the tensor). Every operation also takes TrainPacks, trainwise.
 ((1, 4, 4, 1), True)
 """
 
+import math
+
 import numpy as np
 
 from ..errors import OperationError
 from .linalg import batched
-from .linalg.dense import safe_log, scaled_by_log
+from .linalg.dense import scaled_by_log
 from .pack import TrainPack
 from .train import block_sum, kron_product, require_same_dims, scaled
 
@@ -74,6 +76,8 @@ def hadamard(a, b):
     >>> tt.hadamard(x, x).ranks
     (1, 4, 1)
     """
+    if isinstance(a, TrainPack):
+        return a.hadamard(b)
     return kron_product(a, b)
 
 
@@ -119,6 +123,8 @@ def contract_vectors(a, vectors):
     >>> bool(np.isclose(tt.contract_vectors(x, v), x.to_dense().sum()))
     True
     """
+    if isinstance(a, TrainPack):
+        return a.map(lambda t: contract_vectors(t, vectors))
     a._need_cores("contract_vectors")
     if len(vectors) != a.ncores:
         raise OperationError(f"contract_vectors needs {a.ncores} vectors, got {len(vectors)}")
@@ -130,12 +136,15 @@ def contract_vectors(a, vectors):
         step = core.matvec(v)
         m = step if m is None else m @ step
         s = float(np.abs(m).max())
-        if s > 0 and np.isfinite(s):
-            m, log = m / np.asarray(s, dtype=np.abs(m).dtype), log + float(safe_log(s))
+        if s > 0 and np.isfinite(s):  # scaled by a power of two: exactly
+            e = math.frexp(s)[1]
+            m, log = m * math.ldexp(1.0, -e), log + e * math.log(2.0)
     m = scaled_by_log(m, log)
     return m[0, 0] if a.closed else m
 
 
 def sum(a):
-    """The sum of all entries of ``a`` (see contract_vectors)."""
+    """The sum of all entries of ``a`` (see contract_vectors); trainwise for packs."""
+    if isinstance(a, TrainPack):
+        return a.map(sum)
     return contract_vectors(a, [np.ones(c.dd, dtype=a.dtype) for c in a.cores])
