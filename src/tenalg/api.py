@@ -28,11 +28,11 @@ from .calls import (
 from .descriptors import Unary
 from .dtypes import real_type, storage_type
 from .einsum import einsum
-from .errors import DescriptorError, IntegerTypeError, OperationError
+from .errors import DescriptorError, OperationError
 from .inputs import as_array
 from .kernels import cpu
 from .seam import call_front_end, foreign_kind
-from .views import diagonal, diagonals, made_by_numpy, normalize_axis
+from .views import check_offset, diagonal, diagonals, made_by_numpy, normalize_axis
 
 __all__ = [
     "contract", "diagonal", "einsum", "diagonals", "elementwise_binary", "elementwise_trinary",
@@ -71,8 +71,8 @@ def _reduction_plan(a, modes_in, modes_out, out, compute_dtype, out_dtype=None):
 
 
 def sum_axes(axis, ndim):
-    """``axis`` (None, an int or a sequence) as sorted-as-given axes in range(ndim),
-    checked as NumPy checks it."""
+    """``axis`` (None, an int or a sequence) as a tuple of axes in range(ndim), in the
+    order given, checked as NumPy checks it."""
     if axis is None:
         return tuple(range(ndim))
     if ndim == 0 and isinstance(axis, int | np.integer) and axis in (0, -1):
@@ -215,7 +215,7 @@ def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, out=None):
     array(6)
     """
     if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
-        return call_front_end(kind, "trace", a, axis1, axis2, offset=offset or None,
+        return call_front_end(kind, "trace", a, axis1, axis2, offset=offset,
                               dtype=dtype, out=out)
     a = as_array(a, "a")
     if (type(axis1) is int and type(axis2) is int and type(offset) is int and dtype is None
@@ -226,8 +226,7 @@ def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, out=None):
         return call((a,), out, ("trace", pair), _partial_trace_plan, pair, None, a.dtype,
                     first=_trace_first, numpy_out=True)
     out = output_array(out)
-    if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
-        raise IntegerTypeError(f"offset must be an integer, got {offset!r}")
+    offset = check_offset(offset)
     types = _sum_types(a, dtype, out)
     if types is None:
         i, j = offset_index(a, (axis1, axis2), 0, axes=True)

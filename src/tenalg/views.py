@@ -178,6 +178,13 @@ def diagonal_calls(x, pairs):
     return x
 
 
+def check_offset(offset):
+    """``offset`` as an int: an integer, not a bool (IntegerTypeError otherwise)."""
+    if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
+        raise IntegerTypeError(f"offset must be an integer, got {offset!r}")
+    return int(offset)
+
+
 def diagonal(a, axis1=0, axis2=1, *, offset=0):
     """The diagonal of axes ``axis1`` and ``axis2`` as a read-only view (axis last).
 
@@ -194,8 +201,7 @@ def diagonal(a, axis1=0, axis2=1, *, offset=0):
             return a.diagonal(offset, axis1, axis2)  # read-only
     if not isinstance(a, np.ndarray):
         a = np.asarray(a)
-    if isinstance(offset, bool) or not isinstance(offset, int | np.integer):
-        raise IntegerTypeError(f"offset must be an integer, got {offset!r}")
+    check_offset(offset)
     view = diagonals(a, [(axis1, axis2)])
     return view if offset == 0 else a.diagonal(offset, axis1, axis2)
 

@@ -161,6 +161,9 @@ def test_axes_and_casting_are_checked_as_numpy_checks_them(client):
             call()
     with pytest.raises(ta.OperationError, match="repeat"):
         ta.partial_trace(da.ones((2, 2, 2, 2), chunks=1), [(0, 1), (1, 0)])
+    for offset in (True, 0.0, 1.5):  # as the NumPy front end refuses them
+        with pytest.raises(ta.IntegerTypeError):
+            ta.trace(d, offset=offset)
     with pytest.raises(TypeError, match="'safe'"):
         ta.einsum("ij,jk->ik", d, d.T, dtype=np.float32)
     narrow = np.einsum("ij,jk->ik", x, x.T, dtype=np.float32, casting="same_kind")

@@ -26,7 +26,7 @@ from .. import api
 from ..einsum import einsum as _ta_einsum
 from ..einsum_numpy import check_casting, numpy_dtype
 from ..errors import OperationError
-from ..views import normalize_axis
+from ..views import check_offset, normalize_axis
 from . import cluster
 from .blockwise import blockwise
 
@@ -246,7 +246,7 @@ def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, memory_limit=None, split
     (5.0, 4.0)
     """
     a = _typed(_dask(a), dtype)
-    a = a[api.offset_index(a, (axis1, axis2), offset)] if offset else a
+    a = a[api.offset_index(a, (axis1, axis2), offset)] if check_offset(offset) else a
     return partial_trace(a, [(axis1, axis2)], memory_limit=memory_limit,
                          split_every=split_every)
 
