@@ -17,11 +17,10 @@ import numba
 import numpy as np
 
 from ...blas import one_blas_thread
-from ...dtypes import real_type
 from ...kernels import compiler
 from ...kernels.jit import CACHE
 from ...linalg.workspace import FRESH
-from .dense import einsum, safe_log, scaled_by_log
+from .dense import einsum, scaled_by_log
 
 
 def stack(trains):
@@ -30,22 +29,34 @@ def stack(trains):
             for k in range(trains[0].ncores)]
 
 
-def _power_of_two(x):
-    """Per train, the power of two 2^e at or just above its largest modulus (1 for a
-    slice that is zero or not finite): scaling by it is exact, where dividing by the
-    modulus itself rounds every entry (a float32 core so scaled cost a mixed float32 by
-    float64 dot a relative 1e-7)."""
+LN2 = math.log(2.0)
+
+
+def _exponents(x):
+    """Per train, the e of the power of two 2^e at or just above its largest modulus (0
+    for a slice that is zero or not finite). Scaling by 2^-e is exact, where dividing by
+    the modulus itself rounds every entry (a float32 core so scaled cost a mixed float32
+    by float64 dot a relative 1e-7)."""
     m = np.abs(x).max(axis=tuple(range(1, x.ndim)), initial=0)
     fraction, e = np.frexp(m)
-    e = np.where((m > 0) & np.isfinite(m), e - (fraction == 0.5), 0)
-    return np.ldexp(1.0, e).astype(real_type(x.dtype))
+    return np.where((m > 0) & np.isfinite(m), e - (fraction == 0.5), 0)
+
+
+def _times_power_of_two(x, e):
+    """Each train's slice of ``x`` times 2^e[train], exactly, in x's dtype (in two
+    float64 factors: 2^e alone need not fit a float32, nor 2^1074 a float64)."""
+    shape = (-1,) + (1,) * (x.ndim - 1)
+    half = e // 2
+    y = x * np.ldexp(1.0, half).reshape(shape) * np.ldexp(1.0, e - half).reshape(shape)
+    return y.astype(x.dtype, copy=False)
 
 
 def frobenius(x):
     """Frobenius norm of each train's slice of ``x`` (scaled: no underflow of squares)."""
-    s = _power_of_two(x)
-    y = x * (1 / s).reshape((-1,) + (1,) * (x.ndim - 1))
-    return s * np.sqrt((np.abs(y) ** 2).sum(axis=tuple(range(1, x.ndim))))
+    e = _exponents(x)
+    y = _times_power_of_two(x, -e)
+    squares = (np.abs(y) ** 2).sum(axis=tuple(range(1, x.ndim)))
+    return _times_power_of_two(np.sqrt(squares)[:, None], e)[:, 0]
 
 
 def normalize(x, logs):
@@ -65,8 +76,8 @@ def normalize(x, logs):
     if compiler.ready_for(_normalize_kernel, args, (x.dtype, flat.flags.writeable)):
         _normalize_kernel(*args)
         return out.reshape(x.shape), new
-    s = _power_of_two(x)
-    return x * (1 / s).reshape((-1,) + (1,) * (x.ndim - 1)), logs + safe_log(s)
+    e = _exponents(x)
+    return _times_power_of_two(x, -e), logs + e * LN2
 
 
 @numba.njit(cache=CACHE, error_model="numpy", nogil=True)
@@ -81,10 +92,11 @@ def _normalize_kernel(x, logs, out, new):
                 m = a
         fraction, e = math.frexp(m)
         e = (e - (fraction == 0.5)) if m > 0 and m < np.inf else 0
-        scale = math.ldexp(1.0, -e)
+        half = -e // 2  # two factors, as _times_power_of_two
+        first, second = math.ldexp(1.0, half), math.ldexp(1.0, -e - half)
         for i in range(x.shape[1]):
-            out[t, i] = x[t, i] * scale
-        new[t] = logs[t] + math.log(math.ldexp(1.0, e))
+            out[t, i] = x[t, i] * first * second
+        new[t] = logs[t] + e * LN2
 
 
 def block_sum(a, b):
