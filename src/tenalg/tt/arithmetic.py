@@ -138,7 +138,7 @@ def contract_vectors(a, vectors):
         s = float(np.abs(m).max())
         if s > 0 and np.isfinite(s):  # scaled by a power of two: exactly
             e = math.frexp(s)[1]
-            m, log = m * math.ldexp(1.0, -e), log + e * math.log(2.0)
+            m, log = batched.times_power_of_two(m, -e), log + e * batched.LN2
     m = scaled_by_log(m, log)
     return m[0, 0] if a.closed else m
 

@@ -18,6 +18,7 @@ from ..linalg import smalleigh
 from ..linalg.lapackcalls import lapack_threads, unit_roundoff
 from ..linalg.truncation import SAFETY, keep_ranks, noise_rank, residual_within
 from .core import check_storage
+from .linalg.batched import times_power_of_two
 from .linalg.dense import bond_tolerance, core_dtype
 from .train import TensorTrain, full_ranks
 
@@ -48,7 +49,7 @@ def from_dense(array, eps=0.0, max_rank=None, storage="contiguous"):
         biggest = float(np.abs(a).max())
         if biggest > 0:  # scaled by a power of two (exactly), and the last core back
             shift = math.frexp(biggest)[1]
-            a = _times_power_of_two(a, -shift)
+            a = times_power_of_two(a, -shift)
             norm = float(np.linalg.norm(a))
     delta = bond_tolerance(eps, a.ndim) * norm
     cores, r, m = [], 1, a
@@ -58,14 +59,8 @@ def from_dense(array, eps=0.0, max_rank=None, storage="contiguous"):
             _lapack_bond(m, delta, max_rank)
         r = u.shape[1]
         cores.append(u.reshape(-1, n, r))
-    cores.append(_times_power_of_two(m, shift).reshape(r, dims[-1], 1))
+    cores.append((times_power_of_two(m, shift) if shift else m).reshape(r, dims[-1], 1))
     return TensorTrain._from_arrays(cores, check_storage(storage))
-
-
-def _times_power_of_two(x, e):
-    """``x * 2**e``, exactly while no entry leaves the normal range (in two factors:
-    ``2**e`` alone overflows for e >= 1024)."""
-    return x if e == 0 else x * math.ldexp(1.0, e // 2) * math.ldexp(1.0, e - e // 2)
 
 
 def _lapack_bond(m, delta, max_rank):

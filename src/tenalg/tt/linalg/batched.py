@@ -42,9 +42,10 @@ def _exponents(x):
     return np.where((m > 0) & np.isfinite(m), e - (fraction == 0.5), 0)
 
 
-def _times_power_of_two(x, e):
-    """Each train's slice of ``x`` times 2^e[train], exactly, in x's dtype (in two
-    float64 factors: 2^e alone need not fit a float32, nor 2^1074 a float64)."""
+def times_power_of_two(x, e):
+    """Each train's slice of ``x`` times 2^e[train] (or all of x times 2^e, for an int
+    e), exactly, in x's dtype (in two float64 factors: 2^e alone need not fit a
+    float32, nor 2^1074 a float64)."""
     shape = (-1,) + (1,) * (x.ndim - 1)
     half = e // 2
     y = x * np.ldexp(1.0, half).reshape(shape) * np.ldexp(1.0, e - half).reshape(shape)
@@ -54,9 +55,9 @@ def _times_power_of_two(x, e):
 def frobenius(x):
     """Frobenius norm of each train's slice of ``x`` (scaled: no underflow of squares)."""
     e = _exponents(x)
-    y = _times_power_of_two(x, -e)
+    y = times_power_of_two(x, -e)
     squares = (np.abs(y) ** 2).sum(axis=tuple(range(1, x.ndim)))
-    return _times_power_of_two(np.sqrt(squares)[:, None], e)[:, 0]
+    return times_power_of_two(np.sqrt(squares)[:, None], e)[:, 0]
 
 
 def normalize(x, logs):
@@ -77,7 +78,7 @@ def normalize(x, logs):
         _normalize_kernel(*args)
         return out.reshape(x.shape), new
     e = _exponents(x)
-    return _times_power_of_two(x, -e), logs + e * LN2
+    return times_power_of_two(x, -e), logs + e * LN2
 
 
 @numba.njit(cache=CACHE, error_model="numpy", nogil=True)
