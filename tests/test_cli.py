@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tenalg as ta
+from tenalg import cli
 from tenalg.cli import main, parse_shape
 
 
@@ -118,6 +119,16 @@ def test_bench_list_and_no_match(capsys):
     assert not any("transpose-8192x8192" in line for line in listed)  # not quick
     assert main(["bench", "--only", "no-such-workload"]) == 2
     assert "no workload matches" in capsys.readouterr().err
+
+
+def test_bench_refuses_an_out_it_cannot_write_before_measuring(tmp_path, capsys, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    measured = []
+    monkeypatch.setattr(cli, "_measure", lambda *args: measured.append(args))
+    assert main(["bench", "--quick", "--only", "small-sum-8x8-f64-axis1", "--out",
+                 str(blocker / "results")]) == 2
+    assert "cannot write to --out" in capsys.readouterr().err and not measured
 
 
 def test_bench_needs_a_number_for_repeat_time(capsys):

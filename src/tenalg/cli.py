@@ -143,6 +143,12 @@ def _bench(args):
     if args.load < 0:
         print("tenalg bench: --load takes a number of processes, 0 or more", file=sys.stderr)
         return 2
+    try:  # before minutes of measuring, not after
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as error:
+        print(f"tenalg bench: cannot write to --out {args.out}: {error.strerror}",
+              file=sys.stderr)
+        return 2
     budget = args.repeat_time if args.repeat_time is not None else (0.2 if args.quick else 0.5)
     if bar:  # then the limits' three steps: their arrays and kernels, before and after
         bar.total = len(chosen) + 4
@@ -157,7 +163,6 @@ def _bench(args):
     suspect = sum(1 for r in results if r.times and r.suspect())
     print(f"load average {loadavg:.2f} (last minute, this run included{started}) on {cores} "
           f"cores; {suspect} of {len(results)} rows suspect (marked ?)")
-    os.makedirs(args.out, exist_ok=True)
     settings = {"quick": args.quick, "only": args.only, "group": args.group,
                 "repeat_time_s": budget, "load": args.load}
     json_path = os.path.join(args.out, "bench-results.json")
