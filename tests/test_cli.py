@@ -131,6 +131,19 @@ def test_bench_refuses_an_out_it_cannot_write_before_measuring(tmp_path, capsys,
     assert "cannot write to --out" in capsys.readouterr().err and not measured
 
 
+def test_compile_says_where_the_kernels_go_and_refuses_a_cache_that_will_not_last(
+        capsys, monkeypatch):
+    compiled = []
+    monkeypatch.setattr(cli.ahead, "compile_all", lambda dtypes, report: compiled.append(
+        dtypes) or 0.0)
+    assert main(["compile", "--dtype", "float32"]) == 0 and compiled == [["float32"]]
+    assert f"into {cli.jit.cache_location()}" in capsys.readouterr().err
+    for place in ("temporary", "none"):  # compiled kernels would not outlive the process
+        monkeypatch.setattr(cli.jit, "CACHE_PLACE", place)
+        assert main(["compile"]) == 2 and len(compiled) == 1
+        assert "set NUMBA_CACHE_DIR" in capsys.readouterr().err
+
+
 def test_bench_needs_a_number_for_repeat_time(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["bench", "--repeat-time", "soon"])

@@ -20,6 +20,7 @@ from .descriptors import TensorDescriptor
 from .dtypes import storage_type
 from .einsum import einsum_plan
 from .errors import InputCountError, TenalgError
+from .kernels import jit
 
 # the groups of bench workloads (bench/registry.py's, which this light module can't
 # import without the bench package: kept equal by tests/test_cli.py)
@@ -105,8 +106,13 @@ def _compile(args):
         print(("\r" + line.ljust(90)) if terminal else line, end="" if terminal else "\n",
               file=sys.stderr, flush=True)
 
-    print(f"compiling tenalg's kernels ({'all dtypes' if dtypes is None else ', '.join(dtypes)})",
-          file=sys.stderr, flush=True)
+    if jit.CACHE_PLACE in ("temporary", "none"):  # nothing would outlive this process
+        print(f"tenalg compile: no writable cache: the kernels would be kept "
+              f"{jit.cache_location()}; set NUMBA_CACHE_DIR to a writable folder",
+              file=sys.stderr)
+        return 2
+    print(f"compiling tenalg's kernels ({'all dtypes' if dtypes is None else ', '.join(dtypes)})"
+          f" into {jit.cache_location()}", file=sys.stderr, flush=True)
     total = ahead.compile_all(dtypes, report)
     print(("\n" if terminal else "") + f"compiled in {total:.1f} s", file=sys.stderr)
     return 0

@@ -131,6 +131,18 @@ if CACHE_PLACE in ("temporary", "none"):
            else "compile on every run") + ". Set NUMBA_CACHE_DIR to a writable directory.",
         CacheWarning, stacklevel=2)
 
+
+
+def cache_location():
+    """Where the compiled kernels are kept, in words (``tenalg compile`` says it)."""
+    return {"NUMBA_CACHE_DIR": f"{os.environ.get('NUMBA_CACHE_DIR')} (NUMBA_CACHE_DIR)",
+            "package": f"{Path(__file__).resolve().parent.parent} (the package's "
+                       f"__pycache__ folders)",
+            "user": f"{CACHE_DIRECTORY} (the user's cache)",
+            "temporary": f"{CACHE_DIRECTORY} (this process only)",
+            "none": "nowhere (uncached)"}[CACHE_PLACE]
+
+
 JIT = {"cache": CACHE, "fastmath": False, "error_model": "numpy", "nogil": True}
 PARALLEL = {**JIT, "parallel": True}
 
