@@ -64,9 +64,6 @@ def test_scaling_is_exact_at_the_ends_of_the_range(value, dtype):
     y, logs = batched.normalize(x, np.zeros(1))
     assert np.isfinite(y).all() and 0.5 < np.abs(y).max() <= 1.0
     assert np.ldexp(1.0, int(round(logs[0] / batched.LN2))) * y[0, 0, 0] == x[0, 0, 0]
-    if value < 1:  # the norm of the huge ones overflows, as it must
-        np.testing.assert_allclose(batched.frobenius(x), np.sqrt(6.0) * float(x[0, 0, 0]),
-                                   rtol=1e-6, atol=np.finfo(dtype).smallest_subnormal)
 
 
 def test_normalize_twin_serves_while_compiling(compiling):

