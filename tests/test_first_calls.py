@@ -24,7 +24,7 @@ assert float(ta.norm(x)) == pytest_approx(np.linalg.norm(x))  # (norm's kernel: 
 m = np.random.default_rng(1).standard_normal((2048, 2048))
 assert abs(ta.trace(m) - np.trace(m)) < 1e-9  # the direct backend's strided sums
 from tenalg import calls
-s = np.random.default_rng(2).standard_normal((32, 40))
+s = np.random.default_rng(2).standard_normal((512, 512))  # deferred, and the kernels' work
 key = (("sum", 1), s.shape, s.strides, s.dtype, None)
 later, deferred = compiler.later, []  # the plan held back until checked (the compiling
 compiler.later = lambda k, job: deferred.append((k, job))  # thread may build it at once)
@@ -40,7 +40,10 @@ if sys.argv[1] == "wait":  # (the threads a call takes follow the machine's load
         if plan.runner._calls:
             break
     assert plan.runner._calls, plan.explain()  # the kernel ran
-    assert key in calls.CALLS and np.allclose(ta.sum(s, axis=1), s.sum(axis=1))
+    assert compiler.wait(timeout=600)  # the plan built off the thread queued its kernels
+    runner = calls.CALLS[key][0].runner
+    assert np.allclose(ta.sum(s, axis=1), s.sum(axis=1))
+    assert runner._calls and not runner._compiling, calls.CALLS[key][0].explain()
 print("ok")
 """
 

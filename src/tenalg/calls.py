@@ -132,7 +132,7 @@ def call(arrays, out, key, build, *args, scalars=None, first=None, numpy_out=Fal
                 answer = first(arrays, *args)
                 if answer is not None:
                     compiler.later(key, functools.partial(
-                        _build, key, build, tuple(map(_stand_in, arrays)), args))
+                        _build_later, key, build, tuple(map(_stand_in, arrays)), args))
                     return answer
             built = _build(key, build, arrays, args, out)
         plan, select = built
@@ -155,6 +155,16 @@ def _stand_in(x):
     layouts only (never its elements): a queued plan does not keep ``x`` alive."""
     return np.lib.stride_tricks.as_strided(np.empty(1, x.dtype), x.shape, x.strides,
                                            writeable=False)
+
+
+def _build_later(key, build, arrays, args):
+    """:func:`_build` on the compiling thread, which then queues the kernels the plan's
+    runs will take: the second call finds them compiled or compiling, and
+    :func:`tenalg.kernels.compiler.wait` waits for them too."""
+    plan, _ = _build(key, build, arrays, args)
+    queue_kernels = getattr(plan.runner, "queue_kernels", None)
+    if queue_kernels is not None:
+        queue_kernels()
 
 
 def _build(key, build, arrays, args, out=None):

@@ -99,6 +99,18 @@ class CpuRunner(StridedRunner):
         name, args, kwargs = self.request(out, arrays, scalars)
         return getattr(cpu, name + "_call")(*args, **kwargs)
 
+    def queue_kernels(self):
+        """Queue the compilation of the kernel that a run with default scalars on the
+        threads now takes (its siblings too: :func:`tenalg.kernels.compiler.siblings`),
+        from arrays of the plan's layouts that span one element: only their layouts are
+        read."""
+        op = self.operation
+        arrays = [_probe(x.descriptor) for x in op.operands]
+        out, values = _probe(op.output, writeable=True), SCALARS[op.kind]
+        call = self._new_call(out, arrays, dict(values))
+        if call is not None:
+            compiler.ready_for(call.kernel, call.arguments((out, *arrays), tuple(values.values())))
+
     def explain(self):
         rows = "" if self._rows is None else " (on one thread: NumPy's copy of whole rows)"
         lines = self.explain_layout() + [f"kernel: cpu.{self.kernel_name}: {self._about()}{rows}"]
