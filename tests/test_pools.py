@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tenalg import pools
@@ -74,30 +75,84 @@ def test_free_cores_of_this_machine():
     assert 1 <= pools.free_cores() <= (os.cpu_count() or 1)
 
 
-def test_kernels_take_no_more_threads_than_the_free_cores(monkeypatch):
-    """thread_count() (the kernels' plans key their calls by it) is numba's setting capped
-    by free_cores(); after a parallel call this pool's own workers are not counted."""
+def _threads_on_a_fake_clock(monkeypatch, free):
+    """tenalg.kernels.cpu.threads with its clock at 100.0 s (advance by adding to
+    ``clock[0]``), a fresh record of calls and ``free`` free cores; the ``ours`` each
+    look at the load was given go into ``asked``."""
     import numba
 
-    from tenalg.kernels.cpu import one_thread, threads
+    from tenalg.kernels.cpu import threads
 
     if numba.get_num_threads() < 2:
         pytest.skip("one thread")
-    asked = []
+    clock, asked = [100.0], []
 
-    def fake(free):
-        def free_cores(ours=0):
-            asked.append(ours)
-            return free
-        return free_cores
+    def free_cores(ours=0, now=None):
+        asked.append(ours)
+        return free
 
-    monkeypatch.setattr(threads, "_was_parallel", [True])
-    monkeypatch.setattr(threads, "free_cores", fake(1))
+    monkeypatch.setattr(threads, "_clock", lambda: clock[0])
+    monkeypatch.setattr(threads, "_ended", [float("-inf")] * 2)
+    monkeypatch.setattr(threads, "free_cores", free_cores)
+    return threads, clock, asked
+
+
+def test_kernels_take_no_more_threads_than_the_free_cores(monkeypatch):
+    """thread_count() (the kernels' plans key their calls by it) is numba's setting capped
+    by free_cores(); within IDLE_S of a parallel call this pool's own workers are not
+    counted, later they are asleep and every runnable thread is another's."""
+    import numba
+
+    from tenalg.kernels.cpu import one_thread
+
+    threads, clock, asked = _threads_on_a_fake_clock(monkeypatch, 1)
+    threads.ended(2)  # a parallel call has just ended: its workers may spin
     assert threads.thread_count() == 1 and threads._threads(1 << 30) == 1
-    assert asked == [numba.get_num_threads() - 1, 0]  # then serial: every other counts
-    monkeypatch.setattr(threads, "free_cores", fake(64))
+    assert asked == [numba.get_num_threads() - 1] * 2
+    clock[0] += 2 * threads.IDLE_S
+    assert threads.thread_count() == 1 and asked[-1] == 0  # asleep: all others
+    monkeypatch.setattr(threads, "free_cores", lambda ours=0, now=None: 64)
     assert threads.thread_count() == numba.get_num_threads()
     assert threads._threads(1) == 1  # small work: one thread, no look at the load
-    assert asked[-1] == 0 and len(asked) == 3
     with one_thread():
-        assert threads.thread_count() == 1 and len(asked) == 3  # no look either
+        assert threads.thread_count() == 1  # no look either
+
+
+def test_small_work_after_a_pause_runs_on_one_thread(monkeypatch):
+    """A call of less than _IDLE_SERIAL_WORK elements more than IDLE_S after the last one
+    runs on one thread (waking the sleeping workers costs more than they save), without a
+    look at the load; one soon after it, or larger work, takes the free cores."""
+    import numba
+
+    threads, clock, asked = _threads_on_a_fake_clock(monkeypatch, 64)
+    small, large = threads._IDLE_SERIAL_WORK - 1, threads._IDLE_SERIAL_WORK
+    assert threads.thread_count(small) == 1 and asked == []
+    clock[0] += threads.IDLE_S / 2  # the next call of a loop: the serial call just ended
+    assert threads.thread_count(small) == numba.get_num_threads() and asked == [0]
+    threads.ended(2)
+    clock[0] += threads.IDLE_S / 2
+    assert threads.thread_count(small) == numba.get_num_threads()
+    assert asked[-1] == numba.get_num_threads() - 1  # its own workers may still spin
+    clock[0] += 3 * threads.IDLE_S
+    assert threads.thread_count(small) == 1
+    clock[0] += 3 * threads.IDLE_S
+    assert threads.thread_count(large) == numba.get_num_threads()
+    assert threads.thread_count() == numba.get_num_threads()  # work not said: the load only
+
+
+def test_a_plan_after_a_pause_runs_serially_and_then_in_parallel(monkeypatch):
+    """End to end: a sum plan of parallel size run after a pause takes its one-thread call,
+    the next run at once its parallel one; both give the same values."""
+    import numba
+
+    import tenalg as ta
+
+    threads, clock, _ = _threads_on_a_fake_clock(monkeypatch, 64)
+    a = np.random.default_rng(0).standard_normal((512, 512))
+    plan = ta.Plan(ta.Operation.reduction(ta.Operand(a, "ij"), out_modes="j"), backend="cpu")
+    first = plan.execute(a)
+    clock[0] += 1e-6
+    second = plan.execute(a)
+    np.testing.assert_allclose(first, a.sum(axis=0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(second, first, rtol=1e-14, atol=1e-14)
+    assert sorted(key[1] for key in plan.runner._calls) == [1, numba.get_num_threads()]

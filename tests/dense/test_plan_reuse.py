@@ -76,7 +76,9 @@ def test_plan_calls_follow_the_thread_count(monkeypatch):
     """A parallel-size permutation run on all threads and inside one_thread(): each
     thread count gets its own call, both right."""
     # every core free, whatever else runs on the machine: the count is numba's setting
-    monkeypatch.setattr("tenalg.kernels.cpu.threads.free_cores", lambda ours=0: 1 << 10)
+    monkeypatch.setattr("tenalg.kernels.cpu.threads.free_cores", lambda ours=0, now=None: 1 << 10)
+    # and no call after a pause (the checks between them) on one thread for that alone
+    monkeypatch.setattr("tenalg.kernels.cpu.threads._IDLE_SERIAL_WORK", 0)
     rng = np.random.default_rng(3)
     a = rng.standard_normal((1024, 640))
     plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ij"), out=np.float64,
@@ -94,7 +96,7 @@ def test_row_permutations_on_one_thread_are_numpys_copy(monkeypatch, shape, rows
     """On one thread, a permutation moving whole rows of 128 bytes or more (the innermost
     axis shared) is NumPy's copy of the transpose, as fast there; shorter rows, scaled
     copies and two threads take the kernel. Values are the transpose's either way."""
-    monkeypatch.setattr("tenalg.kernels.cpu.threads.free_cores", lambda ours=0: 1 << 10)
+    monkeypatch.setattr("tenalg.kernels.cpu.threads.free_cores", lambda ours=0, now=None: 1 << 10)
     a = reversed_view(np.random.default_rng(5), shape)
     plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ijkl"), out=np.float64,
                                             out_modes="kijl", order="C"), backend="cpu")

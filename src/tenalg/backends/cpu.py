@@ -50,6 +50,8 @@ class CpuRunner(StridedRunner):
         self._compiling = {}  # calls whose kernels are compiling, by key
         self._last = (None, None)  # the last scalars object seen and its pattern
         self._rows = _row_copy(operation, self.loops)
+        self._work = work(operation, self.loops)
+        self._threads = 1  # of the call under way (see _call)
 
     def run(self, out, arrays, scalars):
         if self._skip:
@@ -63,7 +65,9 @@ class CpuRunner(StridedRunner):
             call.run((out, *arrays), tuple(scalars.values()))
         else:
             name, args, kwargs = self.request(out, arrays, scalars)
-            getattr(cpu, name)(*args, **kwargs)
+            with cpu.on_threads(self._threads):
+                getattr(cpu, name)(*args, **kwargs)
+        cpu.ended(self._threads)
 
     def _call(self, out, arrays, scalars):
         """The kernel call for these scalars and the threads now; None where the work takes
@@ -74,7 +78,8 @@ class CpuRunner(StridedRunner):
         if scalars is not seen:
             pattern = tuple((v == 1, v == 0) for v in scalars.values())
             self._last = scalars, pattern
-        key = (pattern, cpu.thread_count())
+        self._threads = threads = cpu.thread_count(self._work)
+        key = (pattern, threads)
         try:
             return self._calls[key]
         except KeyError:
@@ -84,7 +89,8 @@ class CpuRunner(StridedRunner):
             return _ROWS
         call = self._compiling.get(key)
         if call is None:
-            call = self._new_call(out, arrays, scalars)
+            with cpu.on_threads(threads):  # the call keyed by the count is made for it
+                call = self._new_call(out, arrays, scalars)
             call = None if call is None else call.rebased((out, *arrays))
         if call is not None and not compiler.ready_for(  # (no twin: compiled now)
                 call.kernel, call.arguments((out, *arrays), tuple(scalars.values())),

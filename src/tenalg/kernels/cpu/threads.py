@@ -8,6 +8,7 @@
 
 import contextlib
 import functools
+from time import monotonic as _clock
 
 from numba import config, get_num_threads, set_num_threads
 from numba.np.ufunc import parallel as _pool
@@ -35,7 +36,6 @@ def _threads(work):
     return thread_count() if work >= _SERIAL_WORK else 1
 
 
-@contextlib.contextmanager
 def one_thread():
     """The kernels run inside on the calling thread alone: for work next to BLAS calls.
 
@@ -43,36 +43,74 @@ def one_thread():
     next GEMM's threads need, and OpenBLAS's threads spin after a GEMM on those that the
     kernels' workers need.  Memory-bound conversions lose little on one thread.
     """
-    threads = get_num_threads()
-    set_num_threads(1)
+    return on_threads(1)
+
+
+@contextlib.contextmanager
+def on_threads(threads):
+    """The kernels run inside on at most ``threads`` threads (Numba's setting for the
+    calling thread, lowered where it is more)."""
+    before = get_num_threads()
+    if threads < before:
+        set_num_threads(threads)
     try:
         yield
     finally:
-        set_num_threads(threads)
+        if threads < before:
+            set_num_threads(before)
 
 
-_was_parallel = [True]  # whether the last parallel call took more than one thread
+# A parallel kernel's workers spin this long after it, then sleep (libgomp with
+# GOMP_SPINCOUNT 10000: about 0.1 ms on the 2-core test VM); a call further from the last
+# one finds them asleep ...
+IDLE_S = 0.0005
+# ... and runs on one thread below this much work, where waking them costs about what
+# they save after a busy pause and far more after an idle one.  Medians on the 2-core
+# test VM, 2 ms after the last call, the caller asleep meanwhile (busy), two threads
+# against one: a sum over axis 0 of a 512^2 float64 array 254 (133) us against 120 (108),
+# NumPy 112 (101); a (22,)^4 permutation 517 (240) against 271 (264).  Of 2^19 elements,
+# where two threads stay: a permutation 688 (339) against 468 (490), a sum 439 (187)
+# against 199 (204)
+_IDLE_SERIAL_WORK = 1 << 19
+_ended = [float("-inf")] * 2  # when the last call ended; the last on more than one thread
 
 
-def thread_count():
-    """The threads a parallel kernel runs on now: numba's setting for the calling thread,
-    and no more than the cores that other threads leave free (:func:`tenalg.pools.free_cores`).
+def thread_count(work=None):
+    """The threads a parallel kernel of ``work`` elements runs on now: numba's setting for
+    the calling thread, and no more than the cores that other threads leave free
+    (:func:`tenalg.pools.free_cores`); one where the work is small and the last kernel call
+    ended more than :data:`IDLE_S` ago (:func:`ended`), so that the workers sleep.
 
     A kernel split evenly over the cores waits for whichever thread the OS deschedules:
     beside other busy processes a (64,)^4 float32 partial trace took 9.7 ms on two threads
     and 5.3 on the cores left free, NumPy's ``np.trace`` 5.3; a (32,)^4 permutation right
     after a 1024^2 GEMM (OpenBLAS's threads spinning) 4.4 ms against 1.5 (medians,
-    ``python -m tenalg.bench.pools``, in one process, on a 2-core VM under load).  After
-    a parallel call this pool's own workers may still spin: they are not counted as
-    others then, so that a loop of parallel calls on an idle machine stays parallel.
+    ``python -m tenalg.bench.pools``, in one process, on a 2-core VM under load).  Within
+    IDLE_S of a parallel call this pool's own workers may still spin: they are not counted
+    as others then, so that a loop of parallel calls on an idle machine stays parallel.
     """
     # before Numba's pool has started, its setting is the configured count: a first call
     # that runs NumPy while its kernel compiles starts no pool (21 ms)
     threads = _thread_counter()() if _pool._is_initialized else config.NUMBA_NUM_THREADS
     if threads > 1:
-        threads = min(threads, free_cores(ours=threads - 1 if _was_parallel[0] else 0))
-        _was_parallel[0] = threads > 1
+        now = _clock()
+        last, parallel = _ended
+        _ended[0] = now  # a call starts: the next one, soon after, finds the workers awake
+        if work is not None and work < _IDLE_SERIAL_WORK and now - last > IDLE_S:
+            return 1
+        spinning = now - parallel < IDLE_S
+        threads = min(threads, free_cores(ours=threads - 1 if spinning else 0, now=now))
+        if threads > 1:
+            _ended[1] = now
     return threads
+
+
+def ended(threads):
+    """Note that a kernel call on ``threads`` threads has just ended (see
+    :func:`thread_count`)."""
+    _ended[0] = now = _clock()
+    if threads > 1:
+        _ended[1] = now
 
 
 def _on_threads(about, threads):
