@@ -63,6 +63,48 @@ def test_first_calls_with_an_empty_cache_run_numpy_and_exit_without_waiting(tmp_
     assert leftovers == ["tenalg-compile.lock"]  # no temporary file of a half-written entry
 
 
+STOP_AT_EXIT = """
+import threading, time, numpy as np, tenalg as ta
+from numba.core import event
+from tenalg.kernels import compiler
+calls = []  # the compiling thread's calls into LLVM
+class Count(event.Listener):
+    def on_start(self, ev):
+        if threading.current_thread() is compiler._worker:
+            calls.append(1)
+    def on_end(self, ev):
+        pass
+event.register("numba:llvm_lock", Count())
+x = np.random.default_rng(0).standard_normal((64, 64, 80))
+ta.permute(x, (2, 0, 1)), ta.permute(x, (2, 0, 1))  # the kernels compile off the thread
+start = time.perf_counter()
+while not compiler._busy.locked():
+    assert time.perf_counter() - start < 60
+    time.sleep(0.01)
+time.sleep(0.3)  # inside the compilation (seconds with an empty cache)
+start = time.perf_counter()
+compiler._stop_at_exit()  # what the exit runs first
+waited = time.perf_counter() - start
+left, made = compiler.pending(), len(calls)
+time.sleep(2)
+assert 1 <= left == compiler.pending() and compiler._worker.is_alive(), left  # stopped
+assert made > 0 and len(calls) == made, (made, len(calls))  # no LLVM call since
+print("ok", round(waited, 2))
+"""
+
+
+def test_an_exit_stops_the_compilation_at_its_next_llvm_call(tmp_path):
+    """An exit while a kernel compiles: the thread is let finish the LLVM call it is in
+    and makes no other (left running, compilations aborted the process in LLVM); the
+    exit then goes on, and completes."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    env.pop("TENALG_COMPILE", None)
+    result = subprocess.run([sys.executable, "-c", STOP_AT_EXIT], env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and result.stdout.startswith("ok"), result.stderr[-3000:]
+    assert float(result.stdout.split()[1]) < 10  # one LLVM call, not the compilation
+
+
 def test_the_kernel_takes_over_once_compiled(tmp_path):
     _run("wait", tmp_path)  # compiles into an empty cache; then loads it in a fresh process
     _run("wait", tmp_path)

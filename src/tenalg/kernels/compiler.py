@@ -19,8 +19,9 @@ everything queued (``tenalg compile`` and the benchmarks use it). Compilations i
 shared on-disk cache take a file lock (:func:`lock_cache`), so that processes compiling
 at once (Dask's workers, a pool) do not garble Numba's index. A fork waits for the
 compilation under way (a child must not inherit Numba's compiler lock held by a thread
-it does not have); at exit the thread is abandoned: Numba writes each cache file whole,
-under a temporary name, so nothing half-written is left behind.
+it does not have). At exit the thread is stopped at its next call into LLVM
+(:func:`_stop_at_exit`) and abandoned: Numba writes each cache file whole, under a
+temporary name, so nothing half-written is left behind.
 
 >>> import numba
 >>> @numba.njit
@@ -32,6 +33,7 @@ under a temporary name, so nothing half-written is left behind.
 (True, True, 42)
 """
 
+import atexit
 import contextlib
 import functools
 import os
@@ -45,6 +47,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: compilations lock nothing
     fcntl = None
 import numpy as np
+from llvmlite.binding import ffi as _llvm_ffi
 from numba import typeof
 from numba.core import types
 from numba.core.typing.typeof import Purpose
@@ -69,6 +72,7 @@ _ready = set()  # (kernel id, key) known to be ready (see ready_for)
 _siblings = {}  # kernel id -> the kernels compiled with it (see siblings)
 _SCALARS = {bool: types.boolean, float: types.float64, complex: types.complex128}
 _lock_path = None  # the file compilations lock (lock_cache), None: none
+_stopping = False  # the interpreter exits: the thread starts no other job
 
 
 def mode():
@@ -265,6 +269,8 @@ def _compile_forever():
     idle = True  # the thread starts idle, and is again when its queue runs empty
     while True:
         job, key = _queue.get()
+        if _stopping:
+            continue
         if idle:
             # the call that queued it runs its twin first, uncontended: compiling holds
             # the GIL for most of its seconds, and a first ta.sum took 5.3 ms beside it
@@ -280,6 +286,26 @@ def _compile_forever():
                 _queued.discard(key)
                 _idle.notify_all()
             idle = _queue.empty()
+
+
+def _stop_at_exit():
+    """At interpreter exit, let the compiling thread start no other job and take
+    llvmlite's lock for good: the LLVM call the thread may be inside ends first, and it
+    makes no other.  Left running inside LLVM while the interpreter and LLVM's static
+    objects were torn down, a compilation aborted the process (LLVM's assertions
+    "dyn_cast on a non-existent value", "Value type out of range", 2 exits in 25 with a
+    kernel compiling).  The exit waits for one LLVM call at most (a module's
+    optimisation: a second or two), not for the compilation.  Where llvmlite keeps no
+    such lock, it waits for the job under way."""
+    global _stopping
+    _stopping = True
+    if _worker is None or not _worker.is_alive():
+        return
+    lock = getattr(getattr(getattr(_llvm_ffi, "lib", None), "_lock", None), "_lock", None)
+    (lock or _busy).acquire()  # and kept: this thread's own LLVM calls may re-enter it
+
+
+atexit.register(_stop_at_exit)
 
 
 def _before_fork():
