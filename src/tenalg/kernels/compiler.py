@@ -296,7 +296,9 @@ def _stop_at_exit():
     "dyn_cast on a non-existent value", "Value type out of range", 2 exits in 25 with a
     kernel compiling).  The exit waits for one LLVM call at most (a module's
     optimisation: a second or two), not for the compilation.  Where llvmlite keeps no
-    such lock, it waits for the job under way."""
+    such lock, it waits for the job under way.  (A Numba compilation that exit handlers
+    run after this one, while the thread holds Numba's compiler lock, would wait for
+    good: tenalg's calls queue theirs instead.)"""
     global _stopping
     _stopping = True
     if _worker is None or not _worker.is_alive():
