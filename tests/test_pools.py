@@ -77,8 +77,8 @@ def test_free_cores_of_this_machine():
 
 def _threads_on_a_fake_clock(monkeypatch, free):
     """tenalg.kernels.cpu.threads with its clock at 100.0 s (advance by adding to
-    ``clock[0]``), a fresh record of calls and ``free`` free cores; the ``ours`` each
-    look at the load was given go into ``asked``."""
+    ``clock[0]``), no call before, a parallel one last, and ``free`` free cores; the
+    ``ours`` each look at the load was given go into ``asked``."""
     import numba
 
     from tenalg.kernels.cpu import threads
@@ -92,25 +92,22 @@ def _threads_on_a_fake_clock(monkeypatch, free):
         return free
 
     monkeypatch.setattr(threads, "_clock", lambda: clock[0])
-    monkeypatch.setattr(threads, "_ended", [float("-inf")] * 2)
+    monkeypatch.setattr(threads, "_ended", [float("-inf")])
+    monkeypatch.setattr(threads, "_was_parallel", [True])
     monkeypatch.setattr(threads, "free_cores", free_cores)
     return threads, clock, asked
 
 
 def test_kernels_take_no_more_threads_than_the_free_cores(monkeypatch):
     """thread_count() (the kernels' plans key their calls by it) is numba's setting capped
-    by free_cores(); within IDLE_S of a parallel call this pool's own workers are not
-    counted, later they are asleep and every runnable thread is another's."""
+    by free_cores(); after a parallel call this pool's own workers are not counted."""
     import numba
 
     from tenalg.kernels.cpu import one_thread
 
-    threads, clock, asked = _threads_on_a_fake_clock(monkeypatch, 1)
-    threads.ended(2)  # a parallel call has just ended: its workers may spin
+    threads, _, asked = _threads_on_a_fake_clock(monkeypatch, 1)
     assert threads.thread_count() == 1 and threads._threads(1 << 30) == 1
-    assert asked == [numba.get_num_threads() - 1] * 2
-    clock[0] += 2 * threads.IDLE_S
-    assert threads.thread_count() == 1 and asked[-1] == 0  # asleep: all others
+    assert asked == [numba.get_num_threads() - 1, 0]  # then serial: every other counts
     monkeypatch.setattr(threads, "free_cores", lambda ours=0, now=None: 64)
     assert threads.thread_count() == numba.get_num_threads()
     assert threads._threads(1) == 1  # small work: one thread, no look at the load
@@ -120,23 +117,25 @@ def test_kernels_take_no_more_threads_than_the_free_cores(monkeypatch):
 
 def test_small_work_after_a_pause_runs_on_one_thread(monkeypatch):
     """A call of less than _IDLE_SERIAL_WORK elements more than IDLE_S after the last one
-    runs on one thread (waking the sleeping workers costs more than they save), without a
-    look at the load; one soon after it, or larger work, takes the free cores."""
+    (its start, or its end where told: ended()) runs on one thread, without a look at the
+    load: waking the sleeping workers costs more than they save.  One soon after it, or
+    larger work, takes the free cores."""
     import numba
 
     threads, clock, asked = _threads_on_a_fake_clock(monkeypatch, 64)
     small, large = threads._IDLE_SERIAL_WORK - 1, threads._IDLE_SERIAL_WORK
     assert threads.thread_count(small) == 1 and asked == []
-    clock[0] += threads.IDLE_S / 2  # the next call of a loop: the serial call just ended
-    assert threads.thread_count(small) == numba.get_num_threads() and asked == [0]
-    threads.ended(2)
+    clock[0] += threads.IDLE_S / 2  # the next call of a loop
+    assert threads.thread_count(small) == numba.get_num_threads() and len(asked) == 1
+    clock[0] += 3 * threads.IDLE_S  # a long call, then its end told: the workers awake
+    threads.ended()
     clock[0] += threads.IDLE_S / 2
     assert threads.thread_count(small) == numba.get_num_threads()
-    assert asked[-1] == numba.get_num_threads() - 1  # its own workers may still spin
     clock[0] += 3 * threads.IDLE_S
     assert threads.thread_count(small) == 1
     clock[0] += 3 * threads.IDLE_S
     assert threads.thread_count(large) == numba.get_num_threads()
+    clock[0] += 3 * threads.IDLE_S
     assert threads.thread_count() == numba.get_num_threads()  # work not said: the load only
 
 

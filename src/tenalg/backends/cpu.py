@@ -67,7 +67,7 @@ class CpuRunner(StridedRunner):
             name, args, kwargs = self.request(out, arrays, scalars)
             with cpu.on_threads(self._threads):
                 getattr(cpu, name)(*args, **kwargs)
-        cpu.ended(self._threads)
+        cpu.ended()
 
     def _call(self, out, arrays, scalars):
         """The kernel call for these scalars and the threads now; None where the work takes

@@ -72,7 +72,8 @@ IDLE_S = 0.0005
 # where two threads stay: a permutation 688 (339) against 468 (490), a sum 439 (187)
 # against 199 (204)
 _IDLE_SERIAL_WORK = 1 << 19
-_ended = [float("-inf")] * 2  # when the last call ended; the last on more than one thread
+_ended = [float("-inf")]  # when the last kernel call ended (or began, where not told)
+_was_parallel = [True]  # whether the last parallel call took more than one thread
 
 
 def thread_count(work=None):
@@ -85,32 +86,27 @@ def thread_count(work=None):
     beside other busy processes a (64,)^4 float32 partial trace took 9.7 ms on two threads
     and 5.3 on the cores left free, NumPy's ``np.trace`` 5.3; a (32,)^4 permutation right
     after a 1024^2 GEMM (OpenBLAS's threads spinning) 4.4 ms against 1.5 (medians,
-    ``python -m tenalg.bench.pools``, in one process, on a 2-core VM under load).  Within
-    IDLE_S of a parallel call this pool's own workers may still spin: they are not counted
-    as others then, so that a loop of parallel calls on an idle machine stays parallel.
+    ``python -m tenalg.bench.pools``, in one process, on a 2-core VM under load).  After
+    a parallel call this pool's own workers may still spin: they are not counted as
+    others then, so that a loop of parallel calls on an idle machine stays parallel.
     """
     # before Numba's pool has started, its setting is the configured count: a first call
     # that runs NumPy while its kernel compiles starts no pool (21 ms)
     threads = _thread_counter()() if _pool._is_initialized else config.NUMBA_NUM_THREADS
     if threads > 1:
         now = _clock()
-        last, parallel = _ended
-        _ended[0] = now  # a call starts: the next one, soon after, finds the workers awake
+        last, _ended[0] = _ended[0], now  # the next call, soon after, finds them awake
         if work is not None and work < _IDLE_SERIAL_WORK and now - last > IDLE_S:
             return 1
-        spinning = now - parallel < IDLE_S
-        threads = min(threads, free_cores(ours=threads - 1 if spinning else 0, now=now))
-        if threads > 1:
-            _ended[1] = now
+        threads = min(threads, free_cores(ours=threads - 1 if _was_parallel[0] else 0,
+                                          now=now))
+        _was_parallel[0] = threads > 1
     return threads
 
 
-def ended(threads):
-    """Note that a kernel call on ``threads`` threads has just ended (see
-    :func:`thread_count`)."""
-    _ended[0] = now = _clock()
-    if threads > 1:
-        _ended[1] = now
+def ended():
+    """Note that a kernel call has just ended (see :func:`thread_count`)."""
+    _ended[0] = _clock()
 
 
 def _on_threads(about, threads):
