@@ -44,6 +44,7 @@ from .einsum_numpy import (
     full_reduction_is_scalar,
     kernel_reason,
     mode_extents,
+    native_order,
     numpy_dtype,
     numpy_expression,
     sublist_labels,
@@ -360,9 +361,13 @@ class EinsumPlan:
             numpy_optimize = ["einsum_path", *self.path]
         fallback = NumpyEinsum(numpy_expression(self.modes, self.out_modes), dtype,
                                self.casting, self.order, numpy_optimize, reason)
+        dtypes = [d for _, _, d in self._layouts]
         run_float = functools.partial(_float_einsum, self.subscripts, self.order, optimize)
-        self.numpy = exact_integers(fallback, run_float, [d for _, _, d in self._layouts],
-                                    dtype, self.out_modes, extents)
+        run_native = functools.partial(_native_einsum, self.subscripts, self.order, optimize,
+                                       dtype, self.casting)
+        self.numpy = native_order(exact_integers(fallback, run_float, dtypes, dtype,
+                                                 self.out_modes, extents),
+                                  run_native, dtypes, dtype)
         if self.numpy is fallback and numpy_optimize is False and self.view is None:
             self._new = fallback.call  # NumPy's one pass, called as np.einsum calls it
 
@@ -520,6 +525,12 @@ class _Single:
 def _float_einsum(subscripts, order, optimize, arrays):
     """The einsum of an integer plan on its operands converted to float64."""
     return einsum(subscripts, *arrays, order=order, optimize=optimize)
+
+
+def _native_einsum(subscripts, order, optimize, dtype, casting, arrays):
+    """The einsum of a plan of swapped byte order on its operands in the native order."""
+    return einsum(subscripts, *arrays, order=order, optimize=optimize, dtype=dtype,
+                  casting=casting)
 
 
 def _check_optimize(optimize):

@@ -272,6 +272,36 @@ def exact_integers(fallback, run_float, dtypes, dtype, out_modes, extents):
     return ExactIntegers(fallback, run_float, summed, np.result_type(*dtypes))
 
 
+class NativeOrder:
+    """Operands of swapped byte order (``'>f8'`` on a little-endian machine) copied to the
+    native order, then the same einsum on tenalg's kernels; with ``out=``, NumPy's own
+    einsum.  NumPy's matmul copies them too: its einsum without a path ran a 512^2
+    ``'>f8'`` product in a loop of its own, 97 ms against 4.2 ms (``be @ be``)."""
+
+    def __init__(self, fallback, run_native):
+        self.fallback, self.run_native = fallback, run_native
+
+    def __call__(self, arrays, out):
+        if out is not None:
+            return self.fallback(arrays, out)
+        return self.run_native([x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
+                                for x in arrays])
+
+    def explain(self):
+        return ["kernel: operands copied to the native byte order, then tenalg's einsum; "
+                "with out=:", *self.fallback.explain()]
+
+
+def native_order(fallback, run_native, dtypes, dtype):
+    """A :class:`NativeOrder` over ``fallback`` where swapped byte order alone keeps the
+    operands' dtypes (and ``dtype``) from tenalg's kernels, else ``fallback`` itself."""
+    if all(d.isnative for d in dtypes) or (dtype is not None and not np.dtype(dtype).isnative):
+        return fallback
+    if kernel_reason([d.newbyteorder("=") for d in dtypes], dtype) is not None:
+        return fallback
+    return NativeOrder(fallback, run_native)
+
+
 def full_reduction_is_scalar(expression, shapes, optimize):
     """Whether ``np.einsum(expression, ...)`` on operands of ``shapes`` returns its full
     reduction as a NumPy scalar rather than a 0-d array: always with optimize=False (one
