@@ -274,6 +274,8 @@ class EinsumPlan:
         if not isinstance(subscripts, str):
             subscripts, operands = interleaved((subscripts, *operands))
         self.subscripts = subscripts
+        self._options = dict(dtype=dtype, compute_dtype=compute_dtype, optimize=optimize,
+                             order=order, casting=casting)  # (see __reduce__)
         order, self.casting = check_order(order), check_casting(casting)
         _check_optimize(optimize)
         operands = [_as_operand(x, i) for i, x in enumerate(operands)]
@@ -505,8 +507,22 @@ class EinsumPlan:
         lines.extend("  " + line for line in self._default[1].explain())
         return "\n".join(lines)
 
+    def __reduce__(self):
+        """A pickled plan is its expression, options and operand layouts, planned again
+        where it is unpickled (a Dask worker, a process pool)."""
+        return _replanned, (self.subscripts, self._layouts, self._options)
+
     def __repr__(self):
         return f"EinsumPlan({self.subscripts!r}, path={getattr(self, 'path', None)})"
+
+
+def _replanned(subscripts, layouts, options):
+    """An einsum plan for operands of ``layouts`` (shape, byte strides, dtype), planned on
+    arrays of those layouts over one element each (planning reads layouts only)."""
+    stand_ins = [np.lib.stride_tricks.as_strided(np.empty(1, dtype), shape, strides,
+                                                 writeable=False)
+                 for shape, strides, dtype in layouts]
+    return EinsumPlan(subscripts, *stand_ins, **options)
 
 
 class _Single:

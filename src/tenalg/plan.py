@@ -55,6 +55,7 @@ class Plan:
                 raise OperationError(
                     f"kernels must be 'auto', 'cpu' or 'reference', not {kernels!r}")
             backend = kernels
+        self._asked = backend  # what a pickled plan is rebuilt with (see __reduce__)
         self.operation = op = operation
         self._operands = op.operands
         self._expected = [
@@ -252,8 +253,18 @@ class Plan:
         lines.extend("  " + line for line in self.runner.explain())
         return "\n".join(lines)
 
+    def __reduce__(self):
+        """A pickled plan is its operation and the backend asked for, planned again where
+        it is unpickled (a Dask worker, a process pool): the choice among backends is that
+        machine's.  A backend object pickles as it pickles."""
+        return _replanned, (self.operation, self._asked, self.kind)
+
     def __repr__(self):
         return f"Plan({self.operation!r}, backend={self.backend})"
+
+
+def _replanned(operation, backend, kind):
+    return Plan(operation, backend, kind=kind)
 
 
 def _is_exactly(x, layout):
