@@ -229,3 +229,18 @@ def test_a_task_holds_its_total_and_a_panel_not_a_partial_per_batch_chunk():
     for nchunks in (4, 8):
         peaks = w3_task_peaks_apart(256, 6, nchunks)
         assert peaks["tenalg"] <= 2 < peaks["dask-einsum"], peaks
+
+
+def test_a_plan_maps_over_a_dask_arrays_blocks(client):
+    """A plan built once on the client is shipped to the workers (pickled as its recipe,
+    planned again there) and run on every block."""
+    import dask.array as da
+
+    x = np.random.default_rng(7).standard_normal((40, 6, 5))
+    products = ta.einsum_plan("bij,bkj->bik", x[:10], x[:10])
+    blocks = da.from_array(x, chunks=(10, 6, 5))
+    got = blocks.map_blocks(lambda b: products(b, b), dtype=x.dtype).compute()
+    np.testing.assert_allclose(got, np.einsum("bij,bkj->bik", x, x), rtol=1e-13)
+    sums = ta.Plan(ta.Operation.reduction(ta.Operand(x[:10], "bij"), out_modes="bi"))
+    got = blocks.map_blocks(sums.execute, drop_axis=2, dtype=x.dtype).compute()
+    np.testing.assert_allclose(got, x.sum(axis=2), rtol=1e-13)
