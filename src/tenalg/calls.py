@@ -35,8 +35,17 @@ def check_cast(result, out):
     complex result into a real array, a float one into integers: refused); before any
     write.  (NumPy's own sum and trace cast ``out=`` unsafely; tenalg refuses what
     that would lose, as DESIGN's OutputMismatchError promises.)"""
-    if out is not None:
+    if out is None:
+        return
+    try:
         check_out_cast(result, out, "same_kind")
+    except OutputTypeError:
+        if not isinstance(out, np.ndarray):
+            raise
+        raise OutputTypeError(
+            f"out: cannot cast the result's {result} to out's {out.dtype} under the rule "
+            "'same_kind': tenalg refuses an out= that loses the result's kind (NumPy's sum "
+            "and trace would cast it unsafely)") from None
 
 
 # the types tenalg's kernels compute in (else NumPy's routine runs): a hash, not six

@@ -215,8 +215,8 @@ def test_an_out_of_the_wrong_kind_raises_before_writing():
         assert isinstance(info.value, TypeError)
         assert (out == 7.0).all()
     ints = np.zeros(3, np.int64)
-    with pytest.raises(OutputTypeError):  # (NumPy's sum casts its out= unsafely: not here)
-        ta.sum(np.ones((2, 3)), axis=0, out=ints)
+    with pytest.raises(OutputTypeError, match="NumPy's sum and trace would cast it unsafely"):
+        ta.sum(np.ones((2, 3)), axis=0, out=ints)  # (NumPy's sum casts its out= so)
     with pytest.raises(OutputTypeError):  # integers into bool: NumPy's sum, refused alike
         ta.sum(np.ones((2, 3), np.int64), axis=0, out=np.zeros(3, bool))
     with pytest.raises(OutputTypeError):
