@@ -20,6 +20,19 @@ def byte_strides(descriptor):
     return tuple(s * item for s in descriptor.strides)
 
 
+def stand_in(shape, strides, dtype, writeable=False):
+    """An array of this layout (``strides`` in bytes) over one element of its own, for
+    planning, which reads layouts only, never elements: it keeps no array alive and
+    allocates nothing of the layout's size.
+
+    >>> x = stand_in((1000, 1000), (8, 8000), np.float64)
+    >>> x.shape, x.strides, x.flags.writeable
+    ((1000, 1000), (8, 8000), False)
+    """
+    return np.lib.stride_tricks.as_strided(np.empty(1, dtype), shape, strides,
+                                           writeable=writeable)
+
+
 def strides_match(actual, expected, extents):
     """Equal strides on every axis of extent > 1 (others never move; empty: none do).
 

@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 
+from .allocation import stand_in
 from .contraction import gemm_layout
 from .descriptors import Operand, TensorDescriptor
 from .dtypes import STORAGE_TYPES, result_type
@@ -141,7 +142,8 @@ def call(arrays, out, key, build, *args, scalars=None, first=None, numpy_out=Fal
                 answer = first(arrays, *args)
                 if answer is not None:
                     compiler.later(key, functools.partial(
-                        _build_later, key, build, tuple(map(_stand_in, arrays)), args))
+                        _build_later, key, build,
+                        tuple(stand_in(x.shape, x.strides, x.dtype) for x in arrays), args))
                     return answer
             built = _build(key, build, arrays, args, out)
         plan, select = built
@@ -157,13 +159,6 @@ def call(arrays, out, key, build, *args, scalars=None, first=None, numpy_out=Fal
             raise  # out overlaps itself
     np.copyto(out, plan.execute(*arrays, **(scalars or {})))
     return out
-
-
-def _stand_in(x):
-    """An array of ``x``'s layout over one element of its own, for planning, which reads
-    layouts only (never its elements): a queued plan does not keep ``x`` alive."""
-    return np.lib.stride_tricks.as_strided(np.empty(1, x.dtype), x.shape, x.strides,
-                                           writeable=False)
 
 
 def _build_later(key, build, arrays, args):

@@ -29,7 +29,7 @@ import threading
 
 import numpy as np
 
-from .allocation import allocator
+from .allocation import allocator, stand_in
 from .contraction import Chain, ContractionKernel, find_path
 from .descriptors import Operand, TensorDescriptor
 from .dtypes import STORAGE_TYPES, compute_type, result_type, storage_type
@@ -519,10 +519,7 @@ class EinsumPlan:
 def _replanned(subscripts, layouts, options):
     """An einsum plan for operands of ``layouts`` (shape, byte strides, dtype), planned on
     arrays of those layouts over one element each (planning reads layouts only)."""
-    stand_ins = [np.lib.stride_tricks.as_strided(np.empty(1, dtype), shape, strides,
-                                                 writeable=False)
-                 for shape, strides, dtype in layouts]
-    return EinsumPlan(subscripts, *stand_ins, **options)
+    return EinsumPlan(subscripts, *(stand_in(*layout) for layout in layouts), **options)
 
 
 class _Single:

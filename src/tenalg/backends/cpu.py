@@ -10,7 +10,7 @@ permutations, reductions and elementwise operations large enough to pay for them
 
 import numpy as np
 
-from ..allocation import byte_strides
+from ..allocation import byte_strides, stand_in
 from ..descriptors import Unary
 from ..kernels import compiler, cpu, direct
 from ..operations import SCALARS
@@ -107,15 +107,20 @@ class CpuRunner(StridedRunner):
 
     def queue_kernels(self):
         """Queue the compilation of the kernel that a run with default scalars on the
-        threads now takes (its siblings too: :func:`tenalg.kernels.compiler.siblings`),
-        from arrays of the plan's layouts that span one element: only their layouts are
-        read."""
-        op = self.operation
-        arrays = [_probe(x.descriptor) for x in op.operands]
-        out, values = _probe(op.output, writeable=True), SCALARS[op.kind]
-        call = self._new_call(out, arrays, dict(values))
+        threads now takes (its siblings too: :func:`tenalg.kernels.compiler.siblings`)."""
+        call, arrays = self._probe_call()
         if call is not None:
-            compiler.ready_for(call.kernel, call.arguments((out, *arrays), tuple(values.values())))
+            values = tuple(SCALARS[self.operation.kind].values())
+            compiler.ready_for(call.kernel, call.arguments(arrays, values))
+
+    def _probe_call(self):
+        """(the kernel call with default scalars on the threads now, or None for two
+        passes; the arrays it was made on, out first): arrays of the plan's layouts over
+        one element each, whose layouts alone are read."""
+        op = self.operation
+        arrays = [_probe(op.output, writeable=True)] + [_probe(x.descriptor)
+                                                         for x in op.operands]
+        return self._new_call(arrays[0], arrays[1:], dict(SCALARS[op.kind])), arrays
 
     def explain(self):
         rows = "" if self._rows is None else " (on one thread: NumPy's copy of whole rows)"
@@ -125,12 +130,8 @@ class CpuRunner(StridedRunner):
         return lines
 
     def _about(self):
-        """What the kernel call does with default scalars and the threads now, made on
-        arrays of the plan's layouts that span one element (only their layouts are read)."""
-        op = self.operation
-        arrays = [_probe(x.descriptor) for x in op.operands]
-        call = self._new_call(_probe(op.output, writeable=True), arrays,
-                              dict(SCALARS[op.kind]))
+        """What the kernel call does with default scalars and the threads now."""
+        call, _ = self._probe_call()
         return "two passes, the outer axes into a plane, then its rows" if call is None else (
             call.about)
 
@@ -155,8 +156,7 @@ def _row_copy(op, loops):
 
 
 def _probe(descriptor, writeable=False):
-    return np.lib.stride_tricks.as_strided(np.empty(1, descriptor.dtype), descriptor.extents,
-                                           byte_strides(descriptor), writeable=writeable)
+    return stand_in(descriptor.extents, byte_strides(descriptor), descriptor.dtype, writeable)
 
 
 class CpuBackend:
