@@ -1,5 +1,7 @@
 """Direct runners (one NumPy call for small plain plans) against the reference kernels."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -207,3 +209,19 @@ def test_diagonal_sum_is_einsum_below_the_kernel_sizes():
     np.testing.assert_allclose(plan.execute(b), np.einsum("iij->j", b))
     assert ta.Plan(ta.Operation.reduction(ta.Operand(b, "iij"), out_modes="j", op="max"),
                    ).backend != "direct"
+
+
+def test_a_plan_probes_numpy_on_zeros_not_on_uninitialised_memory():
+    # the probe that decides whether NumPy's reduction gives the output's layout is
+    # computed on; uninitialised memory (here infinities of both signs left by a freed
+    # block of its size, which NumPy's allocation cache hands out again) made planning
+    # warn of invalid values
+    a = np.ones((6, 5))
+    freed = np.resize([np.inf, -np.inf], a.size)
+    del freed  # its block is handed out again
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plan = ta.Plan(ta.Operation.reduction(ta.Operand(a, "ij"), out=np.float64,
+                                              out_modes="j"))
+    assert plan.backend == "direct", plan.explain()
+    np.testing.assert_array_equal(plan.execute(a), np.full(5, 6.0))

@@ -132,8 +132,9 @@ def _gives_layout(a, numpy_call, out, probe_limit=1 << 16):
         return False
     lo, _ = a.bounds()
     item = a.dtype.itemsize
+    # zeros, not np.empty: a reduction of uninitialised memory warned of invalid values
     probe = np.lib.stride_tricks.as_strided(
-        np.empty(a.span, a.dtype)[-lo:], a.extents, tuple(s * item for s in a.strides))
+        np.zeros(a.span, a.dtype)[-lo:], a.extents, tuple(s * item for s in a.strides))
     result = numpy_call(probe)
     return (isinstance(result, np.ndarray) and result.shape == out.extents
             and _same_strides(tuple(s // item for s in result.strides), out))
