@@ -155,3 +155,8 @@ def test_shallow_copies_share_cores_and_change_alone(storage):
     assert s.summands is not None and s.ranks == (1, 3, 3, 1)
     np.testing.assert_allclose(t.to_dense(), dense + z.to_dense(), atol=1e-12)
     np.testing.assert_allclose(s.to_dense(), t.to_dense(), atol=1e-12)
+
+
+def test_a_rank_of_zero_is_refused():
+    with pytest.raises(OperationError, match="rank >= 1"):
+        tt.TensorTrain([np.zeros((1, 2, 0)), np.zeros((0, 2, 1))])

@@ -347,3 +347,18 @@ def test_pack_operations_pause_the_garbage_collector_and_restore_it(monkeypatch,
         assert gc.isenabled() == enabled
     finally:
         gc.enable()
+
+
+def test_dot_of_packs_checks_each_pair_as_tt_dot_does():
+    """An outer rank of 1 against one of 3 broadcast silently in the batched dot."""
+    a = tt.random((3, 4), 2, rng=1)
+    b = tt.random((3, 4), 2, rng=2, left_bond=3)
+    with pytest.raises(OperationError, match="outer ranks"):
+        tt.dot(a, b)
+    with pytest.raises(OperationError, match="outer ranks"):
+        tt.dot(tt.TrainPack([a]), tt.TrainPack([b]))
+    p, q = tt.TrainPack([a.copy()]), tt.TrainPack([a.copy()])
+    p.add_(q)  # empties q's train
+    with pytest.raises(OperationError, match="empty"):
+        tt.dot(p, q)
+    assert tt.dot(p, p)[0, 0] == pytest.approx(4 * tt.dot(a, a))

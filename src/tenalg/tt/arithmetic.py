@@ -19,7 +19,7 @@ from ..errors import OperationError
 from .linalg import batched
 from .linalg.dense import scaled_by_log
 from .pack import TrainPack
-from .train import block_sum, kron_product, require_same_dims, scaled
+from .train import block_sum, kron_product, require_dot_pair, scaled
 
 
 def add(a, b):
@@ -95,11 +95,7 @@ def dot(a, b):
     """
     if isinstance(a, TrainPack):
         return a.dot(b)
-    for t in (a, b):
-        t._need_cores("dot")
-    require_same_dims("dot", a, b)
-    if (a.ranks[0], a.ranks[-1]) != (b.ranks[0], b.ranks[-1]):
-        raise OperationError(f"dot: outer ranks of {a.ranks} and {b.ranks} differ")
+    require_dot_pair(a, b)
     return batched.dot(_stack1(a), _stack1(b))[0]
 
 

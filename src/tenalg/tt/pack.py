@@ -34,7 +34,14 @@ from .linalg import batched
 from .linalg.dense import common_dtype
 from .linalg.workers import map_chunks
 from .rounding import infos, resolve_options, run
-from .train import LazySum, TensorTrain, kron_product, require_closed, require_same_dims
+from .train import (
+    LazySum,
+    TensorTrain,
+    kron_product,
+    require_closed,
+    require_dot_pair,
+    require_same_dims,
+)
 
 # Trains per batched kernel call: small enough that a group's stacked cores stay in cache
 # (2x faster than one call over 2048 trains of d=6, n=16, rank 16), large enough that the
@@ -184,26 +191,30 @@ class TrainPack:
         """Stacked cores of every group of equal core shapes, with the trains' versions."""
         return DevicePack(self, self._groups() if groups is None else groups)
 
-    def _check_pair(self, other, what, closed):
+    def _check_pair(self, other, what):
+        """Raise OperationError unless ``what`` (add, add_, hadamard or dot) is defined
+        for each pair of trains."""
         if not isinstance(other, TrainPack) or other.shape != self.shape:
             raise OperationError(f"{what} needs two TrainPacks of the same shape")
         for x, y in zip(self._trains(), other._trains(), strict=True):
-            if closed:
+            if what == "dot":
+                require_dot_pair(x, y)
+            else:
                 require_closed(what, x, y)
-            require_same_dims(what, x, y)
+                require_same_dims(what, x, y)
 
     @_gc_paused
     def add(self, other):
         """A new pack of the trainwise sums (:class:`~tenalg.tt.train.LazySum`: the
         block-diagonal cores are built only when read; :meth:`round_` works on the
         summands' cores instead)."""
-        self._check_pair(other, "add", closed=True)
+        self._check_pair(other, "add")
         return TrainPack([[LazySum(x, y) for x, y in zip(r, s, strict=True)]
                           for r, s in zip(self._grid, other._grid, strict=True)])
 
     def hadamard(self, other):
         """A new pack of the trainwise elementwise products (ranks multiply)."""
-        self._check_pair(other, "hadamard", closed=True)
+        self._check_pair(other, "hadamard")
         return TrainPack([[kron_product(x, y) for x, y in zip(r, s, strict=True)]
                           for r, s in zip(self._grid, other._grid, strict=True)])
 
@@ -215,7 +226,7 @@ class TrainPack:
     def add_(self, other):
         """Trainwise a += b in place; every train of ``other`` is emptied (unless it is
         the train of ``self`` at the same position: ``tt.add_(p, p)`` doubles p)."""
-        self._check_pair(other, "add_", closed=True)
+        self._check_pair(other, "add_")
         groups = self._groups(other)
 
         def chunk(positions, work):
@@ -233,7 +244,7 @@ class TrainPack:
 
     def dot(self, other):
         """Trainwise <a, b> (a conjugated) as an (nvars, nblocks) array."""
-        self._check_pair(other, "dot", closed=False)
+        self._check_pair(other, "dot")
         groups = self._groups(other)
 
         def chunk(positions, work):

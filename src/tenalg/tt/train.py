@@ -74,6 +74,9 @@ class TensorTrain:
         dims = tuple([s[1] for s in shapes])
         if 0 in dims:  # an empty tensor: nothing to decompose, and the sweeps assume n >= 1
             raise OperationError(f"a tensor train needs every dimension >= 1, got {dims}")
+        if any(0 in (s[0], s[2]) for s in shapes):  # as full_ranks refuses for zeros
+            ranks = tuple(s[0] for s in shapes) + (shapes[-1][2],)
+            raise OperationError(f"a tensor train needs every rank >= 1, got {ranks}")
         self._cores, self._storage, self._dtype = tuple(cores), storage, np.dtype(dtype)
         self._dims = dims
         self._version = getattr(self, "_version", -1) + 1
@@ -328,6 +331,16 @@ def require_same_dims(what, a, b):
     """Raise OperationError unless trains ``a`` and ``b`` have the same dims."""
     if a.dims != b.dims:
         raise OperationError(f"{what}: dims {a.dims} and {b.dims} differ")
+
+
+def require_dot_pair(a, b):
+    """Raise OperationError unless ``<a, b>`` is defined: both trains have cores, equal
+    dims and equal outer ranks."""
+    for t in (a, b):
+        t._need_cores("dot")
+    require_same_dims("dot", a, b)
+    if (a.ranks[0], a.ranks[-1]) != (b.ranks[0], b.ranks[-1]):
+        raise OperationError(f"dot: outer ranks of {a.ranks} and {b.ranks} differ")
 
 
 def block_sum(*trains):
