@@ -177,7 +177,7 @@ def test_bad_arguments_raise_before_any_work(args, kwargs, error):
 
 
 def test_bad_data_raises():
-    with pytest.raises(OperationError, match="infinities or NaN"):
+    with pytest.raises(OperationError, match="holds NaN or inf"):
         svd(np.array([[1.0, np.nan], [0.0, 1.0]]), (0,))
     with pytest.raises(DTypeError):
         svd(np.array([["a", "b"]]), (0,))
@@ -199,3 +199,22 @@ def test_a_cap_inside_a_dense_spectrum_takes_the_gram_path(lapack_calls):
 def test_an_axis_that_is_not_an_integer_is_an_axis_error():
     with pytest.raises(AxisError):
         svd(np.ones((3, 4)), ("0",))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("scale", [1e-300, 1e-200, 1e200, 1e300])
+def test_singular_values_past_the_range_of_their_squares(scale, dtype):
+    """Squares of 1e-200 underflow and of 1e200 overflow: the values were dropped (rank 0)
+    or came back inf; the matrix is scaled by a power of two first."""
+    a = (np.array([[3.0, 1.0, 0.2], [1.0, 2.0, 0.1], [0.5, 0.1, 1e-3], [1.0, 0.0, 0.0]])
+         * scale).astype(dtype)
+    want = np.linalg.svd(a.astype(np.complex128) / scale, compute_uv=False) * scale
+    for m in (a, a.T):
+        u, s, v, info = svd(m, (0,))
+        np.testing.assert_allclose(s, want, rtol=1e-12)
+        np.testing.assert_allclose((u * s) @ v, m, rtol=0, atol=1e-14 * scale)
+        u, s, v, info = svd(m, (0,), eps=0.3)
+        assert info.rank == 2 and s == pytest.approx(want[:2], rel=1e-12)
+        weight = want[2] ** 2  # inf or 0 where it is past float64's range
+        assert info.discarded_weight == pytest.approx(weight, rel=1e-9) or (
+            weight in (0, np.inf) and info.discarded_weight == weight)

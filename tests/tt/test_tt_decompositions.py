@@ -188,3 +188,21 @@ def test_maxvol_finds_a_dominant_submatrix():
     rows = tt.maxvol(a, tau=1.01)
     coef = np.linalg.solve(a[rows].T, a.T).T
     assert len(set(rows.tolist())) == 4 and np.abs(coef).max() <= 1.01 + 1e-12
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 5), (3, 1, 4), (1, 6, 1), (2, 1, 1, 3)])
+def test_from_dense_of_unit_axes(shape, dtype):
+    """A Gram matrix of one row is 1 x 1: LAPACK's eigh was handed one row of it (the
+    stack of one matrix was confused with the matrix), for real data only."""
+    a = np.random.default_rng(4).standard_normal(shape).astype(dtype) + 1
+    for eps in (0.0, 0.1):
+        y = tt.from_dense(a, eps)
+        assert y.dims == shape and rel(y.to_dense(), a) <= max(eps, 10 * tol(dtype))
+
+
+def test_from_dense_of_a_vector_owns_its_core():
+    v = np.arange(5.0)
+    x = tt.from_dense(v)
+    v[0] = 99.0
+    np.testing.assert_array_equal(x.to_dense(), np.arange(5.0))

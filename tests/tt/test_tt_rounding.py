@@ -8,6 +8,7 @@ from tt_helpers import DTYPES, STORAGES, long_train, rand, rel, tol
 
 from tenalg import tt
 from tenalg.errors import OperationError
+from tenalg.linalg import svd
 
 METHODS = tt.METHODS
 DIMS = (3, 4, 3, 4, 3)
@@ -178,6 +179,41 @@ def test_a_core_holding_nan_or_inf_is_named_and_nothing_changes(method):
             call()
     assert pack[0, 0].ranks == good.ranks == (1, 3, 3, 3, 3, 1)
     assert np.isnan(pack[0, 1].cores[2].array()[1, 2, 0])
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+@pytest.mark.parametrize("dims", [(3, 2), (4, 4, 4), (3,)])
+def test_a_rank_one_train_holding_nan_or_inf_is_refused(method, bad, dims):
+    """LAPACK passes NaN through the 1 x 1 problems of rank-1 bonds without failing: the
+    Gram sweep zeroed the finite entries and reported a finite norm."""
+    cores = [c.array().copy() for c in rand(dims, 1, seed=3).cores]
+    cores[0][0, 1, 0] = bad
+    x = tt.TensorTrain(cores)
+    pack = tt.TrainPack([x.copy()])
+    for call in (lambda: tt.round(x, 1e-3, method=method, rng=0),
+                 lambda: tt.round_(x, 1e-3, method=method, rng=0),
+                 lambda: pack.round_(1e-3, method=method, rng=0)):
+        with pytest.raises(OperationError, match="NaN or inf"):
+            call()
+    for t in (x, pack[0, 0]):
+        got = t.cores[0].array()
+        assert (np.isnan(got[0, 1, 0]) if np.isnan(bad) else got[0, 1, 0] == bad)
+
+
+@pytest.mark.parametrize("options", [
+    {"max_rank": np.nan}, {"max_rank": np.inf}, {"max_rank": "2"}, {"max_rank": 2.0},
+    {"max_rank": True}, {"max_rank": 0}, {"eps": "0.1"}, {"eps": np.nan}, {"eps": -0.5},
+])
+def test_bad_truncation_options_are_refused_alike(options):
+    """tt.round, tt.from_dense and linalg.svd check eps and max_rank as one function does
+    (a string eps was read by float(), max_rank=nan raised ValueError)."""
+    x = rand(DIMS, 2)
+    calls = [lambda: tt.round(x, **options), lambda: tt.from_dense(x.to_dense(), **options),
+             lambda: svd(x.to_dense(), (0,), **options)]
+    for call in calls:
+        with pytest.raises(OperationError, match=next(iter(options))):
+            call()
 
 
 @pytest.mark.parametrize("method", METHODS)

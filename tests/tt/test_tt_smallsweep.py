@@ -126,6 +126,17 @@ def test_long_trains_carry_their_scale(factor):
     assert tt.norm(y - 2 * x) <= 1e-6 * tt.norm(2 * x)
 
 
+def test_a_norm_past_float64_is_inf_not_an_error():
+    """400 cores of 8: the norm 8^400 is past float64's range; the rounding is exact
+    (each core stays a multiple of (1, 1)) and the norm it reports is inf, as from the
+    batched sweep (math.exp raised OverflowError)."""
+    x = tt.TensorTrain([np.full((1, 2, 1), 8.0)] * 400)
+    with np.errstate(over="ignore"):
+        (y, info), (_, info0) = _both(x, 1e-8)
+    assert y.ranks == x.ranks and info.norm == info0.norm == np.inf
+    assert all(np.ptp(c.array()) <= 1e-14 * np.abs(c.array()).max() for c in y.cores)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_round_sum_forms_the_sum_of_small_trains(dtype):
     """round_sum of one to three small trains with coefficients: the compiled sweep rounds

@@ -20,7 +20,6 @@ one thread each (``tenalg bench --group mixed`` runs it inside a whole step).
 (True, True)
 """
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,13 +27,14 @@ import numpy as np
 from ..dtypes import compute_type, real_type
 from ..errors import AxisError, OperationError
 from . import truncation
+from .scaling import safe_scaled, times_power_of_two
 
 
 @dataclass(frozen=True)
 class TruncationInfo:
     """What :func:`svd` kept: ``rank`` of ``full_rank`` (the smaller side of the matrix)
     singular values, and ``discarded_weight``, the sum of the squares of the others (the
-    squared Frobenius error of the truncation)."""
+    squared Frobenius error of the truncation; inf where it exceeds float64's range)."""
 
     rank: int
     full_rank: int
@@ -55,18 +55,17 @@ def svd(a, row_axes, col_axes=None, *, max_rank=None, eps=0.0):
     """
     a = np.asarray(a)
     rows, cols = _bipartition(a.ndim, row_axes, col_axes)
-    if max_rank is not None and (not isinstance(max_rank, int | np.integer) or max_rank < 1):
-        raise OperationError(f"max_rank must be an integer >= 1 or None, got {max_rank!r}")
-    if not (isinstance(eps, numbers.Real) and 0 <= eps < np.inf):
-        raise OperationError(f"eps must be a finite number >= 0, got {eps!r}")
+    eps, max_rank = truncation.checked_options(eps, max_rank)
     dtype = np.dtype(np.float64) if a.dtype.kind in "biu" else compute_type([a.dtype])
     row_shape = tuple(a.shape[ax] for ax in rows)
     col_shape = tuple(a.shape[ax] for ax in cols)
     m = a.transpose(rows + cols).astype(dtype, copy=False).reshape(
         int(np.prod(row_shape, dtype=np.int64)), int(np.prod(col_shape, dtype=np.int64)))
-    if not np.isfinite(m).all():
-        raise OperationError("svd of an array with infinities or NaN")
+    m, shift, _ = safe_scaled(m, "svd")
     u, s, v, discarded = _truncated(m, max_rank, eps)
+    if shift:  # scaled back: s exactly; a weight past float's range is inf
+        with np.errstate(over="ignore"):
+            s, discarded = times_power_of_two(s, shift), float(np.ldexp(discarded, 2 * shift))
     info = TruncationInfo(len(s), min(m.shape), discarded)
     return u.reshape(row_shape + (len(s),)), s, v.reshape((len(s),) + col_shape), info
 

@@ -53,10 +53,12 @@ holds either way.
 """
 
 import math
+import numbers
 
 import numba
 import numpy as np
 
+from ..errors import OperationError
 from ..kernels import compiler
 from ..kernels.jit import CACHE
 from . import householder, smalleigh
@@ -72,6 +74,21 @@ from .lapackcalls import lapack_threads, unit_roundoff
 from .workspace import FRESH
 
 REVEALING = "revealing"  # lq's hint: the next bond's plain Cholesky path would decline
+
+
+def checked_options(eps, max_rank):
+    """``(eps, max_rank)`` of a truncation, checked as every truncation checks them: eps a
+    finite real number >= 0 (a float), max_rank None or an integer >= 1 (an int).
+
+    >>> checked_options(0, np.int64(4))
+    (0.0, 4)
+    """
+    if not (isinstance(eps, numbers.Real) and 0 <= eps < math.inf):
+        raise OperationError(f"eps must be a finite number >= 0, got {eps!r}")
+    if max_rank is not None and (not isinstance(max_rank, int | np.integer)
+                                 or isinstance(max_rank, bool) or max_rank < 1):
+        raise OperationError(f"max_rank must be an integer >= 1 or None, got {max_rank!r}")
+    return float(eps), None if max_rank is None else int(max_rank)
 
 
 def keep_ranks(s, delta, max_rank):

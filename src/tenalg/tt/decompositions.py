@@ -16,15 +16,17 @@ import scipy.linalg
 from ..errors import OperationError
 from ..linalg import smalleigh
 from ..linalg.lapackcalls import lapack_threads, unit_roundoff
-from ..linalg.truncation import SAFETY, keep_ranks, noise_rank, residual_within
+from ..linalg.scaling import safe_scaled, times_power_of_two
+from ..linalg.truncation import (
+    SAFETY,
+    checked_options,
+    keep_ranks,
+    noise_rank,
+    residual_within,
+)
 from .core import check_storage
-from .linalg.batched import times_power_of_two
 from .linalg.dense import bond_tolerance, core_dtype
 from .train import TensorTrain, full_ranks
-
-# norms whose squares (the truncation's tails) neither overflow nor lose their small
-# singular values to underflow; an array outside is scaled by a power of two first
-_SAFE_NORMS = (2.0 ** -250, 2.0 ** 250)
 
 
 def from_dense(array, eps=0.0, max_rank=None, storage="contiguous"):
@@ -36,21 +38,14 @@ def from_dense(array, eps=0.0, max_rank=None, storage="contiguous"):
     >>> from_dense(np.ones((2, 3, 4)), eps=1e-12).ranks
     (1, 1, 1, 1)
     """
+    eps, max_rank = checked_options(eps, max_rank)
     a = np.asarray(array)
     if a.ndim == 0 or a.size == 0:
         raise OperationError(f"from_dense needs an array with at least one axis and no "
                              f"empty one, got shape {a.shape}")
     a = a.astype(core_dtype(a.dtype), copy=False)
     dims = a.shape
-    norm, shift = float(np.linalg.norm(a)), 0
-    if not _SAFE_NORMS[0] < norm < _SAFE_NORMS[1]:  # zero, huge, tiny, or not finite
-        if not np.isfinite(a).all():
-            raise OperationError("from_dense: the array holds NaN or inf")
-        biggest = float(np.abs(a).max())
-        if biggest > 0:  # scaled by a power of two (exactly), and the last core back
-            shift = math.frexp(biggest)[1]
-            a = times_power_of_two(a, -shift)
-            norm = float(np.linalg.norm(a))
+    a, shift, norm = safe_scaled(a, "from_dense")  # the last core scaled back
     delta = bond_tolerance(eps, a.ndim) * norm
     cores, r, m = [], 1, a
     for n in dims[:-1]:
@@ -59,7 +54,11 @@ def from_dense(array, eps=0.0, max_rank=None, storage="contiguous"):
             _lapack_bond(m, delta, max_rank)
         r = u.shape[1]
         cores.append(u.reshape(-1, n, r))
-    cores.append((times_power_of_two(m, shift) if shift else m).reshape(r, dims[-1], 1))
+    if shift:
+        m = times_power_of_two(m, shift)
+    elif len(dims) == 1:  # the array is its own core, which the train must own
+        m = m.copy()
+    cores.append(m.reshape(r, dims[-1], 1))
     return TensorTrain._from_arrays(cores, check_storage(storage))
 
 

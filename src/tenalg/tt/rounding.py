@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import OperationError
 from ..linalg.lapackcalls import unit_roundoff
+from ..linalg.truncation import checked_options
 from ..linalg.workspace import FRESH
 from .core import TensorCore
 from .linalg import gramsweep, smallsweep, sweeps
@@ -68,20 +69,16 @@ def gram_floor(dtype):
 
 def resolve_options(eps, max_rank, rmax, method, dtype):
     """Validated (eps, max_rank, method that will run) for a rounding of ``dtype``."""
-    eps = float(eps)
-    if not (eps >= 0 and math.isfinite(eps)):
-        raise OperationError(f"eps must be a finite number >= 0, got {eps}")
     if rmax is not None:
         if max_rank is not None and max_rank != rmax:
             raise OperationError(f"max_rank={max_rank} and its alias rmax={rmax} disagree")
         max_rank = rmax
-    if max_rank is not None and (int(max_rank) != max_rank or max_rank < 1):
-        raise OperationError(f"max_rank must be a positive integer, got {max_rank}")
+    eps, max_rank = checked_options(eps, max_rank)
     if method not in METHODS:
         raise OperationError(f"method must be one of {METHODS}, got {method!r}")
     if method == "gram" and eps < gram_floor(dtype):
         method = "svd"
-    return eps, None if max_rank is None else int(max_rank), method
+    return eps, max_rank, method
 
 
 def run(method, summands, coefficients, eps, max_rank, rng=None, work=FRESH):
@@ -89,14 +86,23 @@ def run(method, summands, coefficients, eps, max_rank, rng=None, work=FRESH):
     its temporaries in ``work``. One small real train (or sum of trains) takes the
     compiled SVD sweep (:mod:`tenalg.tt.linalg.smallsweep`) once it is compiled.
 
-    LAPACK's failure on a core that holds NaN or inf ("SVD did not converge") is an
-    OperationError saying so; the check runs only after a failure."""
+    A core that holds NaN or inf makes it raise OperationError. The cores are checked only
+    after LAPACK fails ("SVD did not converge") or where the result holds NaN or inf:
+    LAPACK passes NaN through a 1 x 1 eigenproblem (a rank-1 bond) without failing."""
     try:
-        return _sweep(method, summands, coefficients, eps, max_rank, rng, work)
+        res = _sweep(method, summands, coefficients, eps, max_rank, rng, work)
     except np.linalg.LinAlgError as error:
-        if all(np.isfinite(core).all() for summand in summands for core in summand):
-            raise
-        raise OperationError(f"round: a core holds NaN or inf ({error})") from error
+        _refuse_non_finite(summands, error)
+        raise
+    if not all(np.isfinite(core).all() for core in res.cores):
+        _refuse_non_finite(summands)  # else an overflow: the norm of a long train, say
+    return res
+
+
+def _refuse_non_finite(summands, error=None):
+    if not all(np.isfinite(core).all() for summand in summands for core in summand):
+        raise OperationError("round: a core holds NaN or inf"
+                             + ("" if error is None else f" ({error})")) from error
 
 
 def _sweep(method, summands, coefficients, eps, max_rank, rng, work):

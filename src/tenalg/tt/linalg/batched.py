@@ -19,6 +19,7 @@ import numpy as np
 from ...blas import one_blas_thread
 from ...kernels import compiler
 from ...kernels.jit import CACHE
+from ...linalg.scaling import times_power_of_two
 from ...linalg.workspace import FRESH
 from .dense import einsum, scaled_by_log
 
@@ -40,16 +41,6 @@ def _exponents(x):
     m = np.abs(x).max(axis=tuple(range(1, x.ndim)), initial=0)
     fraction, e = np.frexp(m)
     return np.where((m > 0) & np.isfinite(m), e - (fraction == 0.5), 0)
-
-
-def times_power_of_two(x, e):
-    """Each train's slice of ``x`` times 2^e[train] (or all of x times 2^e, for an int
-    e), exactly, in x's dtype (in two float64 factors: 2^e alone need not fit a
-    float32, nor 2^1074 a float64)."""
-    shape = (-1,) + (1,) * (x.ndim - 1)
-    half = e // 2
-    y = x * np.ldexp(1.0, half).reshape(shape) * np.ldexp(1.0, e - half).reshape(shape)
-    return y.astype(x.dtype, copy=False)
 
 
 def frobenius(x):

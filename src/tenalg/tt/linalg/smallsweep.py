@@ -80,7 +80,7 @@ def svd(summands, coefficients, eps, max_rank):
     except np.linalg.LinAlgError:  # an infinity or NaN met by LAPACK (which checks first)
         return None
     shapes = [(1, new_ranks[0, k], dims[k], new_ranks[0, k + 1]) for k in range(d)]
-    return Rounded(split(out, shapes), new_ranks, np.array([nrm * math.exp(log)]),
+    return Rounded(split(out, shapes), new_ranks, np.array([nrm * np.exp(log)]),
                    np.array([discarded]))
 
 
