@@ -224,10 +224,14 @@ def test_permute_tiles_shift_onto_cache_lines(dtype, out_type, compute, alpha, s
 @pytest.mark.skipif(not lowlevel._STREAMS, reason="streamed stores are x86's")
 def test_permutations_of_many_megabytes_stream_past_the_caches():
     """From _STREAM_BYTES of out on, a transpose (tiles) and a permutation that keeps the
-    rows (row tiles) stream out; one element fewer does not."""
-    n = permutation._STREAM_BYTES // 8 // 1024
-    a = values(np.random.default_rng(3), (n, 1024), F64)
-    for view in (a.T, a.reshape(n // 2, 2, 1024).transpose(1, 0, 2)):
+    rows (row tiles) stream out; one element fewer does not. Out's rows are _ALIASED
+    bytes apart: with 256-bit vectors a transpose's blocks write half a cache line and
+    stream only from rows staged in a buffer, which such rows are (with 512-bit
+    vectors, whole lines)."""
+    m = permutation_tiles._ALIASED // 8
+    n = permutation._STREAM_BYTES // 8 // m
+    a = values(np.random.default_rng(3), (m, n), F64)
+    for view in (a.T, a.reshape(m // 2, 2, n).transpose(1, 0, 2)):
         for size, streamed in ((view.shape[0], True), (view.shape[0] - 1, False)):
             part = view[:size]
             out = np.empty(part.shape)
