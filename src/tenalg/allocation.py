@@ -77,8 +77,12 @@ def allocator(descriptor, lined=False):
     order = sorted(range(len(extents)), key=lambda ax: -abs(strides[ax]))
     dense_shape = tuple(extents[ax] for ax in order)
     axes = tuple(sorted(range(len(order)), key=order.__getitem__))  # order's inverse
-    probe = np.empty(dense_shape, dtype).transpose(axes)
-    if strides_match(probe.strides, byte_strides(descriptor), extents):
+    dense, step = [], np.dtype(dtype).itemsize  # dense_shape's C strides, as NumPy's
+    for extent in reversed(dense_shape):
+        dense.append(step)
+        step *= extent
+    dense.reverse()
+    if strides_match(tuple(dense[ax] for ax in axes), byte_strides(descriptor), extents):
         empty = line_empty if lined else np.empty
         if axes == tuple(range(len(axes))):
             return lambda: empty(extents, dtype)

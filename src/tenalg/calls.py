@@ -14,7 +14,7 @@ import numpy as np
 from .allocation import stand_in
 from .contraction import gemm_layout
 from .descriptors import Operand, TensorDescriptor
-from .dtypes import STORAGE_TYPES, result_type
+from .dtypes import STORAGE_TYPES, compute_type, result_type
 from .einsum_numpy import check_out_cast
 from .errors import AliasError, OutputTypeError
 from .kernels import compiler
@@ -209,9 +209,12 @@ def _plan_for_layouts(kind, operands, addend, out, out_modes, options):
                                             addend[2], "C")
     options = dict(options)
     out = options.pop("out_dtype", None) if out is None else _descriptor(out, "out")
-    if kind == "contraction" and out is None:  # a layout the GEMM writes in place
+    if kind == "contraction" and out is None and all(
+            m in inputs[0].modes or m in inputs[1].modes for m in out_modes):
+        # a layout the GEMM writes in place (other modes: the operation's checks and C)
         dtypes = [x.dtype for x in inputs] + ([] if c is None else [c.dtype])
-        out = gemm_layout(inputs[0], inputs[1], out_modes, result_type(dtypes))
+        out = gemm_layout(inputs[0], inputs[1], out_modes,
+                          _result_type(dtypes, options.get("compute")))
     if kind in ("contraction", "reduction"):
         operation = getattr(Operation, kind)(*inputs, c, out=out, out_modes=out_modes,
                                              **options)
@@ -231,8 +234,14 @@ def plan_for(kind, operands, out_modes, *, addend=None, out=None, options=()):
                              tuple(options))
     if out is not None:  # (after the plan's own checks: storage types only there)
         dtypes = [x.dtype for x, *_ in operands] + ([] if addend is None else [addend[0].dtype])
-        check_cast(result_type(dtypes), out)
+        check_cast(_result_type(dtypes, dict(options).get("compute")), out)
     return plan
+
+
+def _result_type(dtypes, compute):
+    """A front end's result type: the data's, complex where ``compute`` (compute_dtype,
+    checked) is: real data computed in complex keep a complex alpha's imaginary part."""
+    return result_type(dtypes, None if compute is None else compute_type(dtypes[:1], compute))
 
 
 def run(kind, operands, out_modes, *, addend=None, out=None, options=(), **scalars):

@@ -212,7 +212,8 @@ class Operation:
                     f"the output layout {out.extents} with strides {out.strides} overlaps itself"
                 )
             return out
-        dtype = result_type(dtypes) if out is None else storage_type(out, "output dtype")
+        dtype = (result_type(dtypes, self.compute) if out is None
+                 else storage_type(out, "output dtype"))
         shape = []
         for mode in self.out_modes:
             if mode not in extents:

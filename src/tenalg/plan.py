@@ -137,14 +137,16 @@ class Plan:
         """(validated scalars by name, whether they are all the kind's defaults)."""
         if alpha is None and beta is None and gamma is None:
             return self._default_scalars
-        key = (alpha, beta, gamma)
+        key = (alpha, beta, gamma, type(alpha), type(beta), type(gamma))  # True == 1
         try:
             return self._scalar_cache[key]
-        except (KeyError, TypeError):  # TypeError: an unhashable scalar, checked below
-            pass
+        except KeyError:
+            keep = len(self._scalar_cache) < 64
+        except TypeError:  # an unhashable scalar (a 0-d array): checked, not kept
+            keep = False
         values = self._validate_scalars(alpha, beta, gamma)
         result = values, values == self._scalars
-        if len(self._scalar_cache) < 64:
+        if keep:
             self._scalar_cache[key] = result
         return result
 

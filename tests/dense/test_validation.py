@@ -184,3 +184,61 @@ def test_descriptor_checks():
     assert d.extents == (3, 2) and d.strides == (1, 3) and hash(d) == hash(
         ta.TensorDescriptor((3, 2), (1, 3), np.float32))
     assert ta.TensorDescriptor((3, 3), (1, 1), np.float32).is_nonoverlapping() is False
+
+
+def test_a_complex_compute_type_keeps_the_imaginary_part_of_real_data():
+    """Real data computed in complex gave a real output: alpha = 1j's result was cast to
+    its real part, zero, with a ComplexWarning (np.einsum(..., dtype=complex) is complex)."""
+    a, b = np.arange(6.0).reshape(2, 3), np.ones((3, 2))
+    got = ta.contract(a, "ij", b, "jk", "ik", compute_dtype=np.complex128, alpha=1j)
+    np.testing.assert_array_equal(got, 1j * (a @ b))
+    np.testing.assert_array_equal(
+        ta.reduce(a, "ij", "i", compute_dtype="complex128", alpha=2j), 2j * a.sum(1))
+    np.testing.assert_array_equal(
+        ta.elementwise_binary(a, "ij", a, "ij", "ij", compute_dtype=np.complex128, alpha=1j),
+        (1 + 1j) * a)
+    single = ta.contract(a.astype(np.float32), "ij", b.astype(np.float32), "jk", "ik",
+                         compute_dtype=np.complex64)
+    assert single.dtype == np.complex64
+    out = np.full((2, 2), 7.0)
+    with pytest.raises(ta.OutputTypeError):
+        ta.contract(a, "ij", b, "jk", "ik", compute_dtype=np.complex128, alpha=1j, out=out)
+    assert (out == 7.0).all()
+    for bad in ("foo", 1):
+        with pytest.raises(ta.DTypeError, match="compute type"):
+            ta.reduce(a, "ij", "i", compute_dtype=bad)
+
+
+def test_contract_refuses_an_output_mode_in_no_input():
+    """A typo ('iz' for 'ik') made a (4, 1) output of row sums."""
+    a, b = np.random.rand(4, 5), np.random.rand(5, 3)
+    with pytest.raises(ta.OperationError, match="'z' is in no input"):
+        ta.contract(a, "ij", b, "jk", "iz")
+    c = np.arange(24.0).reshape(4, 3, 2)  # z's extent from C
+    operation = ta.Operation.contraction(ta.Operand(a, "ij"), ta.Operand(b, "jk"),
+                                         ta.Operand(c, "ikz"), out_modes="ikz")
+    for got in (ta.contract(a, "ij", b, "jk", "ikz", c=c, beta=1.0),
+                ta.Plan(operation, backend="reference").execute(a, b, c, beta=1.0)):
+        np.testing.assert_allclose(got, (a @ b)[:, :, None] + c)  # (the reference raised)
+
+
+def test_a_plan_of_descriptors_allocates_nothing_of_their_size():
+    """The allocator made an array of the output's size to read its strides: a plan of an
+    8 TB permutation raised MemoryError, and so did `tenalg explain` of large shapes."""
+    huge = ta.TensorDescriptor.contiguous((10**6, 10**6), np.float64)
+    plan = ta.Plan(ta.Operation.permutation(ta.Operand(huge, "ij"), out_modes="ji"))
+    assert plan.operation.output.extents == (10**6, 10**6)
+    assert "cpu" in plan.explain()
+
+
+def test_scalars_given_as_zero_d_arrays_and_a_bool_after_its_equal_int():
+    """A 0-d alpha raised 'unhashable type' from the plan's scalar cache, and a cached
+    alpha=1.0 let alpha=True through, which a fresh plan refuses."""
+    a = np.ones((4, 5))
+    np.testing.assert_array_equal(ta.reduce(a, "ij", "i", alpha=np.array(2.0)), np.full(4, 10.0))
+    np.testing.assert_array_equal(ta.permute(a, (1, 0), alpha=np.array(3.0)), np.full((5, 4), 3.0))
+    plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ij"), out_modes="ji"))
+    np.testing.assert_array_equal(plan.execute(a, alpha=np.array(2.0)), np.full((5, 4), 2.0))
+    plan.execute(a, alpha=1.0)
+    with pytest.raises(ta.DescriptorError, match="must be a number"):
+        plan.execute(a, alpha=True)

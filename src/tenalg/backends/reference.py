@@ -48,7 +48,12 @@ class EinsumRunner:
         for m in operation.out_modes:
             labels.setdefault(m, len(labels))
         self._args = [[labels[m] for m in x.modes] for x in operation.inputs]
-        self._out = [labels[m] for m in operation.out_modes]
+        present = {m for x in operation.inputs for m in x.modes}
+        self._out = [labels[m] for m in operation.out_modes if m in present]
+        # modes of the output that no input has (C's or the descriptor's): the product
+        # is constant along them, a new axis of it (np.einsum refuses such a mode)
+        self._expand = tuple(slice(None) if m in present else None
+                             for m in operation.out_modes)
 
     def run(self, out, arrays, scalars):
         op = self.operation
@@ -56,7 +61,7 @@ class EinsumRunner:
         operands = []
         for x, array, sublist in zip(op.inputs, arrays[:n], self._args, strict=True):
             operands += [reference.load(array, x.unary, op.compute), sublist]
-        value = np.einsum(*operands, self._out, dtype=op.compute)
+        value = np.einsum(*operands, self._out, dtype=op.compute)[self._expand]
         value = reference.scale(value, scalars["alpha"], op.compute)
         if op.addend is not None and scalars["beta"] != 0:
             c = reference.load(arrays[n], op.addend.unary, op.compute)
