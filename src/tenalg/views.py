@@ -213,6 +213,17 @@ def _pair(pair):
     return pair
 
 
+def normalize_axes(axes, ndim):
+    """``axes`` (an int or a sequence of them) as a tuple of :func:`normalize_axis`'s.
+
+    >>> normalize_axes(-1, 3), normalize_axes((0, -2), 3)
+    ((2,), (0, 1))
+    """
+    if isinstance(axes, int | np.integer):
+        axes = (axes,)
+    return tuple(normalize_axis(ax, ndim) for ax in axes)
+
+
 def normalize_axis(axis, ndim):
     """``axis`` in range(ndim), negatives counted from the end; DescriptorError otherwise
     (AxisError, also NumPy's, for an integer out of range)."""

@@ -141,8 +141,12 @@ def test_trace_errors():
         sym.trace(t, 0, 1)
     with pytest.raises(OperationError, match="repeat"):
         sym.partial_trace(t, [(0, 2), (2, 1)])
-    with pytest.raises(OperationError, match="out of range"):
+    with pytest.raises(ta_errors.AxisError, match="out of range"):
         sym.trace(t, 0, 3)
+    with pytest.raises(ta_errors.IntegerTypeError, match="integer"):
+        sym.trace(t, 0, 1.0)
+    with pytest.raises(OperationError, match="pairs of axes"):
+        sym.partial_trace(t, [(0, 2, 1)])
 
 
 @settings(max_examples=25, deadline=None)
@@ -279,6 +283,15 @@ def test_blocks_changed_by_hand_are_read_as_they_are_or_refused():
     key = sorted(t.blocks)[0]
     t.blocks[key] = np.asfortranarray(t.blocks[key])
     np.testing.assert_allclose(sym.trace(t, 0, 2).to_dense(), np.trace(dense, axis1=0, axis2=2))
+    t.blocks[key] = t.blocks[key].astype(np.float32)  # another dtype, read by strides
+    np.testing.assert_allclose(sym.trace(t, 0, 2).to_dense(),
+                               np.trace(dense, axis1=0, axis2=2), rtol=1e-6)
     a.blocks[key[:2]] = np.ones((2, 2))  # the wrong shape
-    with pytest.raises((ValueError, ta_errors.TenalgError)):
+    with pytest.raises(ta_errors.InputMismatchError, match="shape"):
+        sym.contract(a, "ij", b, "jk", "ik")
+    a.blocks[key[:2]] = np.ones((3, 1))  # a shape that the copy would broadcast
+    with pytest.raises(ta_errors.InputMismatchError, match="shape"):
+        sym.contract(a, "ij", b, "jk", "ik")
+    a.blocks[key[:2]] = 1j * np.ones((3, 3))  # a complex block in a real tensor
+    with pytest.raises(ta_errors.InputMismatchError, match="complex"):
         sym.contract(a, "ij", b, "jk", "ik")

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from sym_helpers import GROUPS, close, flux_for, in_blocks, legs
 
 from tenalg import symmetric as sym
-from tenalg.errors import OperationError
+from tenalg.errors import DescriptorError, OperationError
 
 LETTERS = "abcdefgh"
 
@@ -86,8 +86,16 @@ def test_bipartition_errors():
             sym.svd(t, rows, cols)
         with pytest.raises(OperationError):
             sym.qr(t, rows, cols)
-    with pytest.raises(OperationError, match="max_rank"):
-        sym.svd(t, (0,), (1, 2), max_rank=0)
+    for max_rank in (0, 2.5, True):
+        with pytest.raises(OperationError, match="max_rank"):
+            sym.svd(t, (0,), (1, 2), max_rank=max_rank)
+    # out of range (was taken modulo the rank), not an integer
+    for rows, cols in [((0, 1), (5,)), ((0, 4), (2,)), ((0.0, 1), (2,))]:
+        with pytest.raises(DescriptorError, match="axis"):
+            sym.svd(t, rows, cols)
+    u, s, v, _ = sym.svd(t, 0, (1, 2))  # one axis as an int, as linalg.svd takes it
+    assert close(sym.contract(u, "ia", sym.contract(s, "ab", v, "bjk", "ajk"), "ajk",
+                              "ijk").to_dense(), t.to_dense(), t.dtype)
     for cutoff in (-1e-3, float("nan"), float("inf")):
         with pytest.raises(OperationError, match="cutoff"):
             sym.svd(t, (0,), (1, 2), cutoff=cutoff)

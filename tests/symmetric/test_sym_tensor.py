@@ -8,7 +8,7 @@ from sym_helpers import DTYPES, GROUPS, close, flux_for, in_blocks, legs
 
 from tenalg import bfloat16
 from tenalg import symmetric as sym
-from tenalg.errors import DescriptorError, OperationError
+from tenalg.errors import DescriptorError, DTypeError, OperationError
 
 
 @st.composite
@@ -134,3 +134,29 @@ def test_16_bit_blocks_accumulate_in_float32(dtype):
                        atol=2e-2 * np.abs(expected).max())
     t = sym.trace(a, 0, 1)
     assert np.allclose(t.to_dense().astype(np.float32), np.einsum("iik->k", wide), atol=0.3)
+
+
+def test_arguments_a_user_gets_wrong_are_refused_clearly():
+    """A fractional axis was read by int() (1.9 as 1), complex blocks in a real tensor
+    lost their imaginary part with only a ComplexWarning."""
+    leg = sym.Leg(sym.U1(), [(0, 2), (1, 1)])
+    t = sym.BlockTensor.random((leg, leg, leg.conj()), flux=1, rng=0)
+    with pytest.raises(DescriptorError, match="integer"):
+        sym.permute(t, (0, 1.9, 2))
+    with pytest.raises(DescriptorError, match="out of range"):
+        sym.permute(t, (0, 1, 3))
+    key = next(iter(t.blocks))
+    with pytest.raises(DTypeError, match="imaginary"):
+        sym.BlockTensor(t.legs, t.flux, {key: 1j * t.blocks[key]}, dtype=np.float64)
+    z = sym.BlockTensor(t.legs, t.flux, {key: 1j * t.blocks[key]})
+    assert z.dtype == np.complex128 and np.iscomplexobj(z.to_dense())
+
+
+def test_einsum_names_a_label_whose_legs_do_not_pair_before_computing():
+    bond = sym.Leg(sym.U1(), [(0, 2), (1, 3)])
+    phys = sym.Leg(sym.U1(), [(0, 1), (1, 1)])
+    a = sym.BlockTensor.random((bond, phys, bond.conj()), rng=0)
+    with pytest.raises(OperationError, match="label 'j'"):  # was opt_einsum's ValueError
+        sym.einsum("iji,jkl->kl", a, a)
+    with pytest.raises(OperationError, match="label 'i'"):
+        sym.einsum("ijk,ilm->jklm", a, a)  # two non-dual legs

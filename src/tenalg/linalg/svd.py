@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dtypes import compute_type, real_type
-from ..errors import AxisError, OperationError
+from ..errors import OperationError
+from ..views import normalize_axes
 from . import truncation
 from .scaling import safe_scaled, times_power_of_two
 
@@ -72,23 +73,13 @@ def svd(a, row_axes, col_axes=None, *, max_rank=None, eps=0.0):
 
 def _bipartition(ndim, row_axes, col_axes):
     """The row and column axes (non-negative) after checking that they split the axes."""
-    rows = _axes(ndim, row_axes)
+    rows = normalize_axes(row_axes, ndim)
     cols = (tuple(ax for ax in range(ndim) if ax not in rows) if col_axes is None
-            else _axes(ndim, col_axes))
+            else normalize_axes(col_axes, ndim))
     if sorted(rows + cols) != list(range(ndim)):
         raise OperationError(f"row axes {tuple(row_axes)} and column axes {tuple(col_axes)} "
                              f"must name each of the {ndim} axes once")
     return rows, cols
-
-
-def _axes(ndim, axes):
-    """``axes`` as non-negative ints, each checked to be one of ``ndim``."""
-    out = []
-    for ax in axes:
-        if not isinstance(ax, int | np.integer) or not -ndim <= ax < ndim:
-            raise AxisError(f"axis {ax!r} is out of bounds for an array of {ndim} dimensions")
-        out.append(int(ax) % ndim)
-    return tuple(out)
 
 
 def _truncated(m, max_rank, eps):

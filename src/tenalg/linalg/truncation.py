@@ -85,10 +85,15 @@ def checked_options(eps, max_rank):
     """
     if not (isinstance(eps, numbers.Real) and 0 <= eps < math.inf):
         raise OperationError(f"eps must be a finite number >= 0, got {eps!r}")
+    return float(eps), checked_max_rank(max_rank)
+
+
+def checked_max_rank(max_rank):
+    """``max_rank`` checked: None, or an integer >= 1 (returned as an int)."""
     if max_rank is not None and (not isinstance(max_rank, int | np.integer)
                                  or isinstance(max_rank, bool) or max_rank < 1):
         raise OperationError(f"max_rank must be an integer >= 1 or None, got {max_rank!r}")
-    return float(eps), None if max_rank is None else int(max_rank)
+    return None if max_rank is None else int(max_rank)
 
 
 def keep_ranks(s, delta, max_rank):

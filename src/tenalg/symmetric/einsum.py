@@ -54,6 +54,18 @@ def _parse(expression, count):
     return terms, output
 
 
+def _check_pairs(tensors, terms):
+    """Every repeated label pairs a leg with its dual (OperationError naming the label),
+    checked before anything is computed (opt_einsum's path would raise first)."""
+    seen = {}
+    for t, term in zip(tensors, terms, strict=True):
+        for leg, ch in zip(t.legs, term, strict=True):
+            if ch in seen:
+                seen[ch].check_contracts_with(leg, f"label {ch!r}")
+            else:
+                seen[ch] = leg
+
+
 def _trace_repeats(t, term):
     """Trace the labels repeated within one term; the term of the result."""
     repeated = [ch for ch in dict.fromkeys(term) if term.count(ch) == 2]
@@ -72,6 +84,7 @@ def einsum(expression, *tensors):
         if len(term) != t.ndim:
             raise ExpressionError(f"term {term!r} has {len(term)} labels for {t.ndim} legs",
                                   expression, expression.index(term))
+    _check_pairs(tensors, terms)
     operands = [_trace_repeats(t, term) for t, term in zip(tensors, terms, strict=True)]
     if len(operands) > 1:
         shapes = [t.shape for t, _ in operands]

@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 
+from ..errors import InputMismatchError
+
 COPY_PER_CALL = 1 << 13  # elements whose copy costs about one dense plan call's overhead
 BATCH = -1  # the dense mode of an axis stacking gathers of one layout (others are >= 0)
 
@@ -58,13 +60,14 @@ class Gather:
         """The gathered array: C-contiguous, of ``shape`` and ``dtype`` whatever the
         blocks are (plans run on it unchecked)."""
         if self.single:
-            array = blocks[self.cells[0][0]].reshape(self.shape)
+            index, _, _, shape, _ = self.cells[0]
+            array = self._checked(blocks[index], shape, None).reshape(self.shape)
             if array.dtype != self.dtype or not array.flags.c_contiguous:
                 array = np.ascontiguousarray(array, self.dtype)
             return array
         array = (np.empty if self.complete else np.zeros)(self.shape, self.dtype)
         for index, window, split, shape, strides in self.cells:
-            block = blocks[index]
+            block = self._checked(blocks[index], shape, strides)
             if strides is not None:  # strides into a C-ordered block's memory
                 if not block.flags.c_contiguous:
                     block = np.ascontiguousarray(block)
@@ -74,3 +77,20 @@ class Gather:
             else:
                 array[window].reshape(split)[...] = block
         return array
+
+    def _checked(self, block, shape, strides):
+        """``block`` as the copy can read it. A user may put blocks of another order or
+        dtype in a tensor's dict: they are read as their values, a view by ``strides``
+        (computed for the tensor's dtype) of a copy in that dtype. A block of another
+        shape, which the copy would broadcast, or a complex block in a real tensor
+        (its imaginary part would be cast away) is refused."""
+        if strides is None and block.shape != shape:
+            raise InputMismatchError(
+                f"a block of shape {block.shape} where its tensor has one of {shape}")
+        if block.dtype != self.dtype:
+            if block.dtype.kind == "c" and self.dtype.kind != "c":
+                raise InputMismatchError(
+                    f"a {block.dtype} block in a tensor of dtype {self.dtype}")
+            if strides is not None:
+                block = np.ascontiguousarray(block, self.dtype)
+        return block

@@ -22,6 +22,8 @@ import numpy as np
 
 from ..dtypes import compute_type, real_type
 from ..errors import OperationError
+from ..linalg.truncation import checked_max_rank
+from ..views import normalize_axes
 from . import dense
 from .legs import Leg, LegFusion
 from .tensor import BlockTensor
@@ -41,8 +43,7 @@ class TruncationInfo:
 
 
 def _bipartition(t, row_axes, col_axes):
-    row_axes = tuple(ax % t.ndim for ax in row_axes)
-    col_axes = tuple(ax % t.ndim for ax in col_axes)
+    row_axes, col_axes = normalize_axes(row_axes, t.ndim), normalize_axes(col_axes, t.ndim)
     if not row_axes or not col_axes or sorted(row_axes + col_axes) != list(range(t.ndim)):
         raise OperationError(
             f"row axes {row_axes} and column axes {col_axes} must split the {t.ndim} legs "
@@ -99,8 +100,7 @@ def _factors(t, matrices, rows, cols, left, right, ranks):
 
 def _keep(spectra, max_rank, cutoff):
     """Kept rank per sector: the largest values over all sectors, at least one."""
-    if max_rank is not None and max_rank < 1:
-        raise OperationError(f"max_rank must be >= 1, got {max_rank}")
+    max_rank = checked_max_rank(max_rank)
     if cutoff is not None and not 0 <= cutoff < np.inf:  # NaN too
         raise OperationError(f"cutoff must be a finite number >= 0, got {cutoff}")
     values = np.concatenate([np.zeros(0)] + list(spectra.values()))

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..api import norm_host
 from ..dtypes import result_type, storage_type
-from ..errors import DescriptorError, OperationError
+from ..errors import DescriptorError, DTypeError, OperationError
+from ..views import normalize_axes
 from . import dense
 from .groups import U1
 from .legs import Leg
@@ -49,6 +50,10 @@ class BlockTensor:
         if dtype is None:
             dtype = result_type(sorted(dtypes, key=str)) if dtypes else np.float64
         dtype = storage_type(dtype, "BlockTensor")
+        lost = [d for d in dtypes if d.kind == "c" and dtype.kind != "c"]
+        if lost:  # np.asarray would keep the real part with only a ComplexWarning
+            raise DTypeError(f"BlockTensor of dtype {dtype}: a block is {lost[0]}, whose "
+                             "imaginary part it cannot hold")
         self.legs, self.flux, self.dtype, self.group, self.blocks = legs, flux, dtype, group, {}
         for key, block in blocks.items():
             if not isinstance(key, tuple) or len(key) != len(legs):
@@ -223,7 +228,7 @@ def permute(t, axes):
     >>> np.allclose(permute(t, (2, 0, 1)).to_dense(), t.to_dense().transpose(2, 0, 1))
     True
     """
-    axes = tuple(int(ax) for ax in axes)
+    axes = normalize_axes(axes, t.ndim)
     if sorted(axes) != list(range(t.ndim)):
         raise OperationError(f"axes {axes} are not a permutation of range({t.ndim})")
     legs = tuple(t.legs[ax] for ax in axes)

@@ -23,16 +23,11 @@ import math
 import numpy as np
 
 from ..errors import OperationError
+from ..views import normalize_axes
 from . import dense
 from .gather import BATCH, Gather, worth_copying
 from .sectors import block_shape
 from .tensor import BlockTensor
-
-
-def _axis(ax, ndim):
-    if not -ndim <= ax < ndim:
-        raise OperationError(f"trace axis {ax} is out of range for {ndim} legs")
-    return ax % ndim
 
 
 def _c_strides(shape, itemsize):
@@ -120,7 +115,9 @@ def partial_trace(t, pairs):
 
     Surviving legs keep their order; the flux is unchanged.
     """
-    pairs = tuple((_axis(i, t.ndim), _axis(j, t.ndim)) for i, j in pairs)
+    pairs = tuple(normalize_axes(pair, t.ndim) for pair in pairs)
+    if any(len(pair) != 2 for pair in pairs):
+        raise OperationError(f"trace pairs {pairs} must be pairs of axes")
     used = [ax for p in pairs for ax in p]
     if len(set(used)) != len(used):
         raise OperationError(f"trace pairs {pairs} repeat an axis")
