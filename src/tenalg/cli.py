@@ -75,7 +75,9 @@ def _parser():
 
     explain = commands.add_parser("explain", help="show the plan of an einsum expression",
                                   description="Print tenalg.einsum_plan(EXPR, ...).explain().")
-    explain.add_argument("expression", metavar="EXPR", help='like "ij,jk->ik"')
+    explain.add_argument("expression", metavar="EXPR",
+                         help='like "ij,jk->ik"; one that starts with "-" ("->" of a scalar) '
+                              'follows "--": tenalg explain -- "->" "()"')
     explain.add_argument("shapes", metavar="SHAPE", nargs="*", type=parse_shape,
                          help="one per operand, like 64x32 ('()' for a scalar)")
     explain.add_argument("--dtype", default="float64", help="operand dtype (default float64)")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tenalg.errors import AxisError, DTypeError, OperationError
+from tenalg.errors import AxisError, DTypeError, IntegerTypeError, OperationError
 from tenalg.linalg import svd, truncation
 
 # the factors are certified to sqrt(u) of double precision (or are LAPACK's); float32
@@ -196,9 +196,11 @@ def test_a_cap_inside_a_dense_spectrum_takes_the_gram_path(lapack_calls):
     assert lapack_calls == []
 
 
-def test_an_axis_that_is_not_an_integer_is_an_axis_error():
-    with pytest.raises(AxisError):
+def test_an_axis_that_is_not_an_integer_is_refused_as_the_front_ends_refuse_it():
+    with pytest.raises(IntegerTypeError):  # a TypeError, as NumPy's
         svd(np.ones((3, 4)), ("0",))
+    with pytest.raises(AxisError):
+        svd(np.ones((3, 4)), (2,))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
