@@ -39,12 +39,16 @@ _RUN_VECTORS = 8  # vector registers of lanes that a run along a reduced axis ad
 # 5.9 and 3.6); of 64: 6.4 and 4.5.  Its largest relative error, in units of float32's eps:
 # 1.55 (torch 1.56, NumPy 10.9, blocks of 16 0.98); over 131072 terms 0.72 (2.13, 116, 0.78)
 _RUN_BLOCK = 64
-# ... in runs of at most this many terms, each run reading _RUN_VECTORS vectors of every one
-# of its rows: a run's rows are streams that the prefetchers and the L1 cache's 8 ways
-# must hold at once (rows 4 KB apart share their L1 sets).  A sum over axis 0 of a 2048^2
-# float64 matrix on one thread of this Zen 3 VM: runs of 64 2.1-3.4 ms (NumPy 1.5-2.5),
-# of 8 1.0-1.1 (4 to 12 alike); the additions, and so the result, are the same
+# ... in runs of at most _RUN_ROWS terms where the run's rows are _FAR_ROWS bytes apart or
+# more: each run reads _RUN_VECTORS vectors of every one of its rows, which are then
+# streams on pages of their own that the prefetchers and the L1 cache's 8 ways must hold
+# at once (rows 4 KB apart share their L1 sets).  A sum over axis 0 of a 2048^2 float64
+# matrix on one thread of this Zen 3 VM: runs of 64 2.1-3.4 ms (NumPy 1.5-2.5), of 8
+# 1.0-1.1 (4 to 12 alike).  Nearer rows keep runs of 64: over axis 1 of a (512, 512, 64)
+# float32 array (rows 256 bytes apart) runs of 8 cost 25-40% more.  The additions, and
+# so the result, are the same either way
 _RUN_ROWS = 8
+_FAR_ROWS = 4096
 _LANES = 4096  # outputs reduced side by side when the innermost axis is free (long runs per
 # walk step: 1 KB runs made a sum over axis 0 of a 4096^2 f32 matrix 2x slower than NumPy)
 _ROW_BLOCK = 1 << 14  # elements read per step (lanes x row) when the innermost axis is reduced
@@ -397,13 +401,14 @@ def _reduce_lanes(res, w, op, a, a_off, lane_stride, row_len, row_stride, ta, co
     inner, step = (walk_shape[nw - 1], walk_strides[nw - 1]) if nw else (1, 0)
     off = a_off + _start(idx, walk_shape, walk_strides, s0)
     block = _RUN_BLOCK if _in_registers(op, code, lane_stride, a, acc) else _BLOCK
+    run_rows = _RUN_ROWS if abs(step) * a.itemsize >= _FAR_ROWS else block
     depth = count = filled = 0
     s = s0
     while s < s1:  # a run along the innermost walk axis, then the odometer moves once
         run = min(s1 - s, inner - (idx[nw - 1] if nw else 0))
         o, left = off, run
         while left:
-            n = min(left, block - filled, _RUN_ROWS)
+            n = min(left, block - filled, run_rows)
             _add_run(acc, w, op, a, o, step, lane_stride, n, ta, code, buf, filled == 0)
             o += n * step
             left -= n
