@@ -14,7 +14,7 @@ import numpy as np
 from .allocation import stand_in
 from .contraction import gemm_layout
 from .descriptors import Operand, TensorDescriptor
-from .dtypes import STORAGE_TYPES, compute_type, result_type
+from .dtypes import STORAGE_TYPES, result_type
 from .einsum_numpy import check_out_cast
 from .errors import AliasError, OutputTypeError
 from .kernels import compiler
@@ -214,7 +214,7 @@ def _plan_for_layouts(kind, operands, addend, out, out_modes, options):
         # a layout the GEMM writes in place (other modes: the operation's checks and C)
         dtypes = [x.dtype for x in inputs] + ([] if c is None else [c.dtype])
         out = gemm_layout(inputs[0], inputs[1], out_modes,
-                          _result_type(dtypes, options.get("compute")))
+                          result_type(dtypes, options.get("compute")))
     if kind in ("contraction", "reduction"):
         operation = getattr(Operation, kind)(*inputs, c, out=out, out_modes=out_modes,
                                              **options)
@@ -234,14 +234,8 @@ def plan_for(kind, operands, out_modes, *, addend=None, out=None, options=()):
                              tuple(options))
     if out is not None:  # (after the plan's own checks: storage types only there)
         dtypes = [x.dtype for x, *_ in operands] + ([] if addend is None else [addend[0].dtype])
-        check_cast(_result_type(dtypes, dict(options).get("compute")), out)
+        check_cast(result_type(dtypes, dict(options).get("compute")), out)
     return plan
-
-
-def _result_type(dtypes, compute):
-    """A front end's result type: the data's, complex where ``compute`` (compute_dtype,
-    checked) is: real data computed in complex keep a complex alpha's imaginary part."""
-    return result_type(dtypes, None if compute is None else compute_type(dtypes[:1], compute))
 
 
 def run(kind, operands, out_modes, *, addend=None, out=None, options=(), **scalars):

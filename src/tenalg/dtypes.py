@@ -69,10 +69,7 @@ def compute_type(dtypes, requested=None):
     complex_ = any(is_complex(d) for d in dts)
     if requested is None:
         return _with_precision(wide, complex_)
-    try:
-        req = np.dtype(requested)
-    except TypeError:  # NumPy's "data type 'foo' not understood" names no argument
-        raise DTypeError(f"compute type {requested!r} is not a dtype") from None
+    req = _compute_request(requested)
     if req not in COMPUTE_TYPES:
         raise DTypeError(
             f"compute type {req} is not supported; use float32, float64, complex64 or complex128"
@@ -84,16 +81,26 @@ def compute_type(dtypes, requested=None):
     return req
 
 
+def _compute_request(requested):
+    """A requested compute type as a dtype (NumPy's "data type 'foo' not understood"
+    names no argument)."""
+    try:
+        return np.dtype(requested)
+    except TypeError:
+        raise DTypeError(f"compute type {requested!r} is not a dtype") from None
+
+
 def result_type(dtypes, compute=None):
     """Output storage type: the shared input dtype, else the promoted type; complex, of
-    the wider precision, where the ``compute`` type is complex and the data real (a
-    complex alpha's result, as ``np.einsum(..., dtype=complex)`` gives).
+    the wider precision, where the ``compute`` type (as requested, or chosen) is complex
+    and the data real (a complex alpha's result, as ``np.einsum(..., dtype=complex)``).
 
     >>> result_type([np.float32]), result_type([np.float32], np.complex64)
     (dtype('float32'), dtype('complex64'))
     """
     dts = [storage_type(d) for d in dtypes]
-    if compute is not None and is_complex(compute) and not any(map(is_complex, dts)):
+    if (compute is not None and is_complex(_compute_request(compute))
+            and not any(map(is_complex, dts))):
         return _with_precision(is_wide(compute) or any(map(is_wide, dts)), True)
     if dts and all(d == dts[0] for d in dts):
         return dts[0]
