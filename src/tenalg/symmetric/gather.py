@@ -65,9 +65,12 @@ class Gather:
             if array.dtype != self.dtype or not array.flags.c_contiguous:
                 array = np.ascontiguousarray(array, self.dtype)
             return array
-        array = (np.empty if self.complete else np.zeros)(self.shape, self.dtype)
+        dtype = self.dtype
+        array = (np.empty if self.complete else np.zeros)(self.shape, dtype)
         for index, window, split, shape, strides in self.cells:
-            block = self._checked(blocks[index], shape, strides)
+            block = blocks[index]
+            if block.dtype is not dtype or (strides is None and block.shape != shape):
+                block = self._checked(block, shape, strides)  # (inline: 8% of a trace)
             if strides is not None:  # strides into a C-ordered block's memory
                 if not block.flags.c_contiguous:
                     block = np.ascontiguousarray(block)
