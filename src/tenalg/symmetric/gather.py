@@ -59,13 +59,16 @@ class Gather:
     def __call__(self, blocks):
         """The gathered array: C-contiguous, of ``shape`` and ``dtype`` whatever the
         blocks are (plans run on it unchecked)."""
+        dtype = self.dtype
         if self.single:
             index, _, _, shape, _ = self.cells[0]
-            array = self._checked(blocks[index], shape, None).reshape(self.shape)
-            if array.dtype != self.dtype or not array.flags.c_contiguous:
-                array = np.ascontiguousarray(array, self.dtype)
+            block = blocks[index]
+            if block.dtype is not dtype or block.shape != shape:
+                block = self._checked(block, shape, None)
+            array = block.reshape(self.shape)
+            if array.dtype != dtype or not array.flags.c_contiguous:
+                array = np.ascontiguousarray(array, dtype)
             return array
-        dtype = self.dtype
         array = (np.empty if self.complete else np.zeros)(self.shape, dtype)
         for index, window, split, shape, strides in self.cells:
             block = blocks[index]
