@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from .descriptors import TensorDescriptor
+
 _LINE, _LINED_BYTES = 64, 1 << 20
 
 
@@ -77,11 +79,7 @@ def allocator(descriptor, lined=False):
     order = sorted(range(len(extents)), key=lambda ax: -abs(strides[ax]))
     dense_shape = tuple(extents[ax] for ax in order)
     axes = tuple(sorted(range(len(order)), key=order.__getitem__))  # order's inverse
-    dense, step = [], np.dtype(dtype).itemsize  # dense_shape's C strides, as NumPy's
-    for extent in reversed(dense_shape):
-        dense.append(step)
-        step *= extent
-    dense.reverse()
+    dense = byte_strides(TensorDescriptor.contiguous(dense_shape, dtype))  # no memory
     if strides_match(tuple(dense[ax] for ax in axes), byte_strides(descriptor), extents):
         empty = line_empty if lined else np.empty
         if axes == tuple(range(len(axes))):
