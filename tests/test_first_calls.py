@@ -60,7 +60,9 @@ def _run(mode, cache):
 def test_first_calls_with_an_empty_cache_run_numpy_and_exit_without_waiting(tmp_path):
     _run("exit", tmp_path)  # the compiling thread is abandoned at exit
     leftovers = [p.name for p in tmp_path.rglob("*") if p.suffix not in (".nbi", ".nbc", "")]
-    assert leftovers == ["tenalg-compile.lock"]  # no temporary file of a half-written entry
+    # no temporary file of a half-written entry: the kernels' lock files only
+    assert leftovers and all(n.startswith("tenalg-compile-") and n.endswith(".lock")
+                             for n in leftovers), leftovers
 
 
 STOP_AT_EXIT = """
@@ -107,6 +109,12 @@ def test_an_exit_stops_the_compilation_at_its_next_llvm_call(tmp_path):
 
 def test_the_kernel_takes_over_once_compiled(tmp_path):
     _run("wait", tmp_path)  # compiles into an empty cache; then loads it in a fresh process
+    # only kernels that Python calls are cached, each compiled under its own lock (the
+    # helpers compiled into them are not: two processes would write their indexes at once)
+    cached = {p.name.split("-")[0] for p in tmp_path.rglob("*.nbi")}
+    locked = {p.name for p in tmp_path.glob("tenalg-compile-*.lock")}
+    assert "permutation_tiles._tiles_kernel_serial" in cached, cached
+    assert all(any(n.endswith(f".{c}.lock") for n in locked) for c in cached), (cached, locked)
     _run("wait", tmp_path)
 
 
@@ -196,40 +204,51 @@ def _lock_held_elsewhere(path):
     return False
 
 
-def test_compilations_hold_the_cache_lock(tmp_path, monkeypatch):
-    """Off the thread or on it, a kernel compiles holding the lock file beside the cache
-    (processes compiling into one cache at once garble Numba's index)."""
+def test_compilations_hold_their_kernels_lock(tmp_path, monkeypatch):
+    """Off the thread or on it, a kernel compiles holding its own lock file beside the
+    cache (processes compiling one kernel at once garble Numba's index); other kernels'
+    locks stay free."""
     import numba
 
-    monkeypatch.setattr(compiler, "_lock_path", str(tmp_path / "tenalg-compile.lock"))
+    monkeypatch.setattr(compiler, "_lock_directory", str(tmp_path))
     held = []
 
     class Kernel:
         overloads = {}
 
+        def py_func(self):
+            """stands for the kernel's Python function"""
+
         def compile(self, signature):
-            held.append(_lock_held_elsewhere(compiler._lock_path))
+            held.append((_lock_held_elsewhere(compiler.lock_file(self)),
+                         _lock_held_elsewhere(compiler.lock_file(len))))
 
-    compiler._compile(Kernel(), (numba.float64,))
-    assert compiler.ready(Kernel(), (numba.int64,), now=True)
-    assert held == [True, True] and not _lock_held_elsewhere(compiler._lock_path)
+    kernel = Kernel()
+    compiler._compile(kernel, (numba.float64,))
+    assert compiler.ready(kernel, (numba.int64,), now=True)
+    assert compiler.lock_file(kernel) == str(tmp_path / (
+        "tenalg-compile-test_first_calls.test_compilations_hold_their_kernels_lock"
+        ".<locals>.Kernel.py_func.lock"))
+    assert held == [(True, False), (True, False)]
+    assert not _lock_held_elsewhere(compiler.lock_file(kernel))
 
 
-def test_the_cache_lock_excludes_other_processes(tmp_path):
-    lock = tmp_path / "tenalg-compile.lock"
+def test_a_kernels_lock_excludes_other_processes_and_not_other_kernels(tmp_path):
     code = textwrap.dedent(f"""
-        import sys, time
+        import sys
         from tenalg.kernels import compiler
-        compiler.lock_cache({str(lock)!r})
-        with compiler.cache_locked():
+        compiler.lock_cache({str(tmp_path)!r})
+        with compiler.cache_locked(len):
             print("locked", flush=True)
             sys.stdin.readline()  # until the test says so
         """)
     child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
+    lock = tmp_path / "tenalg-compile-builtins.len.lock"
     try:
         assert child.stdout.readline().strip() == "locked"
         assert _lock_held_elsewhere(lock)
+        assert not _lock_held_elsewhere(tmp_path / "tenalg-compile-builtins.abs.lock")
         child.stdin.write("\n")
         child.stdin.flush()
         assert child.wait(timeout=60) == 0
@@ -239,8 +258,8 @@ def test_the_cache_lock_excludes_other_processes(tmp_path):
 
 
 def test_an_unwritable_lock_file_locks_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(compiler, "_lock_path", str(tmp_path / "missing" / "lock"))
-    with compiler.cache_locked():
+    monkeypatch.setattr(compiler, "_lock_directory", str(tmp_path / "missing"))
+    with compiler.cache_locked(len):
         pass
     assert not (tmp_path / "missing").exists()
 

@@ -15,9 +15,10 @@ end's first call on a new layout, whose answer NumPy gives meanwhile). The threa
 when this module is imported (a first call would wait for it to run) and begins a
 compilation START_DELAY after it was queued (when it was idle), so the call that
 queued it runs uncontended. :func:`wait` waits for
-everything queued (``tenalg compile`` and the benchmarks use it). Compilations into a
-shared on-disk cache take a file lock (:func:`lock_cache`), so that processes compiling
-at once (Dask's workers, a pool) do not garble Numba's index. A fork waits for the
+everything queued (``tenalg compile`` and the benchmarks use it). A kernel's compilation
+into a shared on-disk cache takes that kernel's file lock (:func:`lock_cache`), so that
+processes compiling at once (Dask's workers, a pool, the test suite's warm-up) do not
+garble Numba's index, and compile different kernels side by side. A fork waits for the
 compilation under way (a child must not inherit Numba's compiler lock held by a thread
 it does not have). At exit the thread is stopped at its next call into LLVM
 (:func:`_stop_at_exit`) and abandoned: Numba writes each cache file whole, under a
@@ -71,7 +72,7 @@ _errors = []
 _ready = set()  # (kernel id, key) known to be ready (see ready_for)
 _siblings = {}  # kernel id -> the kernels compiled with it (see siblings)
 _SCALARS = {bool: types.boolean, float: types.float64, complex: types.complex128}
-_lock_path = None  # the file compilations lock (lock_cache), None: none
+_lock_directory = None  # where the kernels' lock files are (lock_cache), None: no locks
 _stopping = False  # the interpreter exits: the thread starts no other job
 
 
@@ -140,7 +141,7 @@ def _compile(kernel, signature):
     lock, letting other threads have the GIL every SWITCH_INTERVAL meanwhile."""
     signature = numba_types(signature)
     if signature not in kernel.overloads:
-        with _often_switching.held(), cache_locked():
+        with _often_switching.held(), cache_locked(kernel):
             kernel.compile(signature)
 
 
@@ -154,25 +155,42 @@ def _switch_often():
 _often_switching = SharedSetting(_switch_often, sys.setswitchinterval)
 
 
-def lock_cache(path):
-    """Compilations lock the file ``path`` (in the on-disk cache; None: nothing) against
-    other processes.  Numba reads a function's index of cached signatures, adds its own
-    and writes it back unlocked: two processes that compile signatures of one function at
-    once can both name their code file 1, and a third then runs one signature's machine
-    code on the other's arguments (numba issue 10128; here, 3 rounds in 20 of six
-    processes compiling at once ended in "can't unbox array").  Locked, the second
-    process finds the first's kernels in the cache and loads them."""
-    global _lock_path
-    _lock_path = path
+def lock_cache(directory):
+    """Compilations lock a file of their kernel's in ``directory`` (beside the on-disk
+    cache; None: nothing) against other processes.  Numba reads a function's index of
+    cached signatures, adds its own and writes it back unlocked: two processes that
+    compile signatures of one function at once can both name their code file 1, and a
+    third then runs one signature's machine code on the other's arguments (numba issue
+    10128; here, 3 rounds in 20 of six processes compiling at once ended in "can't unbox
+    array").  Locked, the second process finds the first's kernel in the cache and loads
+    it.  A kernel's compilation writes its own index only (the helpers it calls are not
+    cached: :data:`tenalg.kernels.jit.JIT`), so other kernels compile meanwhile."""
+    global _lock_directory
+    _lock_directory = directory
+
+
+def lock_file(kernel):
+    """The file that compilations of ``kernel`` lock (None: no locks).
+
+    >>> before = _lock_directory
+    >>> lock_cache("/cache"); lock_file(len); lock_cache(before)
+    '/cache/tenalg-compile-builtins.len.lock'
+    """
+    if _lock_directory is None:
+        return None
+    function = getattr(kernel, "py_func", kernel)
+    name = f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
+    return os.path.join(_lock_directory, f"tenalg-compile-{name}.lock")
 
 
 @contextlib.contextmanager
-def cache_locked():
-    """Hold the cache's lock (:func:`lock_cache`); a lock file that cannot be opened (a
+def cache_locked(kernel):
+    """Hold ``kernel``'s lock (:func:`lock_file`); a lock file that cannot be opened (a
     read-only cache) locks nothing."""
+    path = lock_file(kernel)
     try:
-        fd = None if _lock_path is None or fcntl is None else os.open(
-            _lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = None if path is None or fcntl is None else os.open(
+            path, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError:
         fd = None
     try:

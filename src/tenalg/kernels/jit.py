@@ -13,12 +13,13 @@ this order, and uses the first place it can write a file in:
 
 Cases 4 and 5 print one warning (a :class:`CacheWarning`); nothing here raises.  Other
 modules that compile with Numba take :data:`CACHE` for their ``cache=`` option and
-:data:`JIT` / :data:`PARALLEL` for the kernels' full options.
+:data:`KERNEL` / :data:`PARALLEL` for the full options of the kernels that Python calls,
+:data:`JIT` for the helpers compiled into them.
 
 >>> CACHE_PLACE in ("NUMBA_CACHE_DIR", "package", "user", "temporary", "none")
 True
->>> JIT["cache"] == CACHE
-True
+>>> KERNEL["cache"] == CACHE, JIT["cache"]
+(True, False)
 """
 
 import atexit
@@ -117,12 +118,11 @@ if CACHE_DIRECTORY is not None:
     else:  # pragma: no cover - a Numba without them: run uncached
         CACHE_PLACE, CACHE_DIRECTORY = "none", None
 CACHE = CACHE_PLACE != "none"
-# the file that compilations lock (kernels.compiler.lock_cache), beside the cache
+# where compilations lock their kernels' files (kernels.compiler.lock_cache), beside the cache
 _LOCK_DIRECTORY = {"NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR"),
                    "package": Path(__file__).parent / "__pycache__"}.get(CACHE_PLACE,
                                                                          CACHE_DIRECTORY)
-compiler.lock_cache(None if _LOCK_DIRECTORY is None
-                    else os.path.join(_LOCK_DIRECTORY, "tenalg-compile.lock"))
+compiler.lock_cache(None if _LOCK_DIRECTORY is None else str(_LOCK_DIRECTORY))
 if CACHE_PLACE in ("temporary", "none"):
     warnings.warn(
         "tenalg: no writable cache for compiled kernels (tried NUMBA_CACHE_DIR, the "
@@ -143,8 +143,13 @@ def cache_location():
             "none": "nowhere (uncached)"}[CACHE_PLACE]
 
 
-JIT = {"cache": CACHE, "fastmath": False, "error_model": "numpy", "nogil": True}
-PARALLEL = {**JIT, "parallel": True}
+# Helpers (JIT) are compiled into each kernel that calls them and are not cached by
+# themselves: only the kernels that Python calls (KERNEL, PARALLEL) write cache entries, each
+# under its own lock (kernels.compiler.cache_locked), so that processes compiling different
+# kernels at once do not wait for one another, and no two write one function's index
+JIT = {"cache": False, "fastmath": False, "error_model": "numpy", "nogil": True}
+KERNEL = {**JIT, "cache": CACHE}
+PARALLEL = {**KERNEL, "parallel": True}
 
 
 def twins(kernel):
@@ -156,6 +161,6 @@ def twins(kernel):
     serial = FunctionType(kernel.__code__, kernel.__globals__, kernel.__name__ + "_serial",
                           kernel.__defaults__, kernel.__closure__)
     serial.__qualname__ = kernel.__qualname__ + "_serial"
-    pair = njit(**PARALLEL)(kernel), njit(**JIT)(serial)
+    pair = njit(**PARALLEL)(kernel), njit(**KERNEL)(serial)
     compiler.siblings(*pair)  # compiled together: the thread count a call takes varies
     return pair

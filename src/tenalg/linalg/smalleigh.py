@@ -31,7 +31,7 @@ import numpy as np
 from scipy.linalg import lapack
 
 from ..kernels import compiler
-from ..kernels.jit import CACHE
+from ..kernels.jit import JIT, KERNEL
 from .lapackcalls import lapack_threads
 
 BLOCK = 128  # matrices rotated side by side
@@ -40,13 +40,12 @@ MIN_STACK = 16  # smaller stacks go to LAPACK (too few matrices to share the loo
 MAX_SIZE = 32  # larger matrices go to LAPACK (Jacobi's work grows like n^3 per sweep)
 ACCURACY = 8  # accepted backward error, in units of n u ||A||_F
 _U = float(np.finfo(np.float64).eps)
-# no fastmath "contract": a loop's vector body and its scalar remainder would fuse
-# multiply-adds differently (seen in cached builds), and a matrix's result would then
-# depend on its position in the block
-_JIT = {"cache": CACHE, "error_model": "numpy", "nogil": True}
+# the options (JIT, KERNEL) have no fastmath "contract": a loop's vector body and its
+# scalar remainder would fuse multiply-adds differently (seen in cached builds), and a
+# matrix's result would then depend on its position in the block
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _angles(a, p, q, c, s):
     """Rotation (c, s) of each matrix of the block a for the pair (p, q), and the update
     of its entries (p, p), (q, q), (p, q). Returns how many matrices rotate."""
@@ -65,7 +64,7 @@ def _angles(a, p, q, c, s):
     return count
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _sweeps(a, vt):
     """Cyclic Jacobi on the block a (n, n, b) in place, its upper triangle read and kept
     (a_ik at [min(i, k), max(i, k)]); the rows of vt (n, n, b), the identity on entry,
@@ -95,7 +94,7 @@ def _sweeps(a, vt):
             return
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _load(a, start, x):
     """Block x (n, n, b) <- the lower triangles of a[start : start + b], each scaled by a
     power of two to a largest modulus below 1, kept in x's upper triangle. Returns the
@@ -120,7 +119,7 @@ def _load(a, start, x):
     return exponent, finite
 
 
-@numba.njit(**_JIT)
+@numba.njit(**JIT)
 def _backward_errors(a, x, vt):
     """Per matrix of the block: ||A V - V diag(w)||_F + ||V^T V - I||_F ||A||_F, for the
     symmetric A given by the upper triangle of ``a`` and w the diagonal of ``x``,
@@ -147,7 +146,7 @@ def _backward_errors(a, x, vt):
     return (np.sqrt(res) + np.sqrt(orth) * norm) / (n * _U * np.where(norm > 0, norm, 1.0))
 
 
-@numba.njit(**_JIT)
+@numba.njit(**KERNEL)
 def _jacobi(a, w, v, ok):
     """Eigenvalues (ascending) into w (g, n), vectors into v (g, n, n) and whether each
     passed the backward-error check into ok (g,), for the symmetric stack a (g, n, n)."""

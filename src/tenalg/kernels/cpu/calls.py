@@ -18,7 +18,7 @@ from numba import njit
 
 from ...descriptors import Unary
 from ...dtypes import is_complex
-from ..jit import JIT as _JIT
+from ..jit import KERNEL as _KERNEL
 from .lowlevel import _CONJ, _FORMATS, _IDENTITY, _MARKS, _NO_MARK, _UNARY
 
 
@@ -64,7 +64,7 @@ def _dense_order(shape, strides, dtype):
     return tuple(order)
 
 
-@njit(**_JIT)
+@njit(**_KERNEL)
 def _bits_address(x):
     return x.ctypes.data
 

@@ -84,7 +84,7 @@ def svd(summands, coefficients, eps, max_rank):
                    np.array([discarded]))
 
 
-@numba.njit(cache=CACHE, nogil=True)
+@numba.njit(nogil=True)
 def _frobenius(a):
     """The Frobenius norm of the real ``a``, scaled by its largest modulus (no under- or
     overflow of the squares)."""
@@ -98,7 +98,7 @@ def _frobenius(a):
     return big * math.sqrt(total)
 
 
-@numba.njit(cache=CACHE, nogil=True)
+@numba.njit(nogil=True)
 def _normalized(a):
     """``a`` divided by its largest modulus (by 1 where that is 0 or not finite), and the
     log of the divisor."""
@@ -108,7 +108,7 @@ def _normalized(a):
     return a / big, math.log(big)
 
 
-@numba.njit(cache=CACHE, nogil=True)
+@numba.njit(nogil=True)
 def _kept(s, delta2, cap):
     """The smallest k >= 1 whose tail sum_{i>=k} s_i^2 is at most ``delta2``, capped by
     ``cap`` (0: none), and that tail (:func:`~tenalg.linalg.truncation.keep_ranks`)."""
