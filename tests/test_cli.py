@@ -10,6 +10,7 @@ import pytest
 
 import tenalg as ta
 from tenalg import cli
+from tenalg.backends import ahead
 from tenalg.cli import main, parse_shape
 
 
@@ -134,14 +135,25 @@ def test_bench_refuses_an_out_it_cannot_write_before_measuring(tmp_path, capsys,
 def test_compile_says_where_the_kernels_go_and_refuses_a_cache_that_will_not_last(
         capsys, monkeypatch):
     compiled = []
-    monkeypatch.setattr(cli.ahead, "compile_all", lambda dtypes, report: compiled.append(
-        dtypes) or 0.0)
-    assert main(["compile", "--dtype", "float32"]) == 0 and compiled == [["float32"]]
+    monkeypatch.setattr(cli.ahead, "compile_all", lambda dtypes, report, jobs: compiled.append(
+        (dtypes, jobs)) or 0.0)
+    assert main(["compile", "--dtype", "float32", "--jobs", "3"]) == 0
+    assert compiled == [(["float32"], 3)]
     assert f"into {cli.jit.cache_location()}" in capsys.readouterr().err
     for place in ("temporary", "none"):  # compiled kernels would not outlive the process
         monkeypatch.setattr(cli.jit, "CACHE_PLACE", place)
         assert main(["compile"]) == 2 and len(compiled) == 1
         assert "set NUMBA_CACHE_DIR" in capsys.readouterr().err
+
+
+def test_compile_in_two_processes_runs_every_step_once():
+    """The steps of ``tenalg compile --jobs 2`` run in a pool of two processes (here mostly
+    loading the suite's compiled kernels), each reported once."""
+    seen = []
+    ahead.compile_all(["float64"], lambda k, n, name, s: seen.append((k, n, name)), 2)
+    steps = [name for name, _ in ahead.workloads(["float64"])]
+    assert [(k, n) for k, n, _ in seen] == [(k, len(steps)) for k in range(1, len(steps) + 1)]
+    assert sorted(name for *_, name in seen) == sorted(steps)
 
 
 def test_bench_needs_a_number_for_repeat_time(capsys):

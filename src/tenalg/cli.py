@@ -72,6 +72,8 @@ def _parser():
                     "process compiles: minutes, once per installation and machine.")
     compile_.add_argument("--dtype", metavar="D", action="append",
                           help="only this storage dtype (repeatable; default all six)")
+    compile_.add_argument("--jobs", metavar="N", type=int, default=os.cpu_count() or 1,
+                          help="processes compiling side by side (default: one a core)")
 
     explain = commands.add_parser("explain", help="show the plan of an einsum expression",
                                   description="Print tenalg.einsum_plan(EXPR, ...).explain().")
@@ -113,9 +115,11 @@ def _compile(args):
               f"{jit.cache_location()}; set NUMBA_CACHE_DIR to a writable folder",
               file=sys.stderr)
         return 2
+    jobs = max(args.jobs, 1)
     print(f"compiling tenalg's kernels ({'all dtypes' if dtypes is None else ', '.join(dtypes)})"
-          f" into {jit.cache_location()}", file=sys.stderr, flush=True)
-    total = ahead.compile_all(dtypes, report)
+          f" into {jit.cache_location()}, {jobs} process{'es' if jobs > 1 else ''}",
+          file=sys.stderr, flush=True)
+    total = ahead.compile_all(dtypes, report, jobs)
     print(("\n" if terminal else "") + f"compiled in {total:.1f} s", file=sys.stderr)
     return 0
 

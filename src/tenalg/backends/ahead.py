@@ -13,7 +13,9 @@ pack per compute type.
 True
 """
 
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import numpy as np
 
@@ -94,15 +96,36 @@ def _tt_roundings(dtype):
         tt.add(pack, pack).round_(1e-6, method=method)
 
 
-def compile_all(dtypes=None, report=None):
-    """Run :func:`workloads` (each compiles its kernels on this thread); ``report(k, n,
-    name, seconds)`` is called after each. Returns the total seconds."""
-    steps = workloads(dtypes)
+def compile_all(dtypes=None, report=None, processes=1):
+    """Run :func:`workloads` (each compiles its kernels), in ``processes`` processes side
+    by side (each kernel compiles under its own lock: two processes wait for one another
+    only on one kernel); ``report(k, n, name, seconds)`` is called after each. Returns
+    the total seconds."""
     start = time.perf_counter()
-    for k, (name, run) in enumerate(steps, 1):
-        began = time.perf_counter()
-        run()
-        compiler.wait()
-        if report is not None:
-            report(k, len(steps), name, time.perf_counter() - began)
+    if processes <= 1:
+        steps = workloads(dtypes)
+        for k, (name, run) in enumerate(steps, 1):
+            began = time.perf_counter()
+            run()
+            compiler.wait()
+            if report is not None:
+                report(k, len(steps), name, time.perf_counter() - began)
+        return time.perf_counter() - start
+    tasks = [(dtype, k, name) for dtype in dtypes or [t.name for t in STORAGE_TYPES]
+             for k, (name, _) in enumerate(workloads([dtype]))]
+    context = multiprocessing.get_context("spawn")  # no fork of the compiling thread
+    with ProcessPoolExecutor(processes, mp_context=context) as pool:
+        names = {pool.submit(_compile_step, dtype, k): name for dtype, k, name in tasks}
+        for done, future in enumerate(as_completed(names), 1):
+            seconds = future.result()
+            if report is not None:
+                report(done, len(tasks), names[future], seconds)
     return time.perf_counter() - start
+
+
+def _compile_step(dtype, k):
+    """Step ``k`` of :func:`workloads` of one dtype, in a pool's process: its seconds."""
+    began = time.perf_counter()
+    workloads([dtype])[k][1]()
+    compiler.wait()
+    return time.perf_counter() - began
