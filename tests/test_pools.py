@@ -139,6 +139,24 @@ def test_small_work_after_a_pause_runs_on_one_thread(monkeypatch):
     assert threads.thread_count() == numba.get_num_threads()  # work not said: the load only
 
 
+def test_all_threads_takes_numbas_setting_whatever_the_load_or_pause(monkeypatch):
+    """Inside all_threads() (tenalg compile's runs) small work after a pause on a busy
+    machine still takes Numba's whole setting: the parallel kernels that calls in a loop
+    on an idle machine take are the ones compiled ahead; one_thread() still lowers it."""
+    import numba
+
+    from tenalg.kernels.cpu import all_threads, one_thread
+
+    threads, clock, asked = _threads_on_a_fake_clock(monkeypatch, 1)
+    small = threads._IDLE_SERIAL_WORK - 1
+    with all_threads():
+        assert threads.thread_count(small) == numba.get_num_threads() and asked == []
+        with one_thread():
+            assert threads.thread_count(small) == 1
+    clock[0] += 3 * threads.IDLE_S
+    assert threads.thread_count(small) == 1  # outside: the pause and the load count again
+
+
 def test_a_plan_after_a_pause_runs_serially_and_then_in_parallel(monkeypatch):
     """End to end: a sum plan of parallel size run after a pause takes its one-thread call,
     the next run at once its parallel one; both give the same values."""

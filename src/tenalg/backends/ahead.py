@@ -15,6 +15,7 @@ True
 
 import multiprocessing
 import time
+from collections import deque
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import numpy as np
@@ -74,7 +75,8 @@ def workloads(dtypes=None):
             plan = Plan(operation, backend=backend)
 
             def run(plan=plan, inputs=inputs):
-                plan.execute(*inputs)
+                with cpu.all_threads():  # (else one, for small work after a pause)
+                    plan.execute(*inputs)
                 with cpu.one_thread():
                     plan.execute(*inputs)
 
@@ -111,8 +113,11 @@ def compile_all(dtypes=None, report=None, processes=1):
             if report is not None:
                 report(k, len(steps), name, time.perf_counter() - began)
         return time.perf_counter() - start
-    tasks = [(dtype, k, name) for dtype in dtypes or [t.name for t in STORAGE_TYPES]
-             for k, (name, _) in enumerate(workloads([dtype]))]
+    ends = deque((dtype, k, name) for dtype in dtypes or [t.name for t in STORAGE_TYPES]
+                 for k, (name, _) in enumerate(workloads([dtype])))
+    # taken from both ends in turn, the steps that run at once are of different dtypes and
+    # kernels (one kernel's compilations take turns on its lock)
+    tasks = [ends.popleft() if k % 2 == 0 else ends.pop() for k in range(len(ends))]
     context = multiprocessing.get_context("spawn")  # no fork of the compiling thread
     with ProcessPoolExecutor(processes, mp_context=context) as pool:
         names = {pool.submit(_compile_step, dtype, k): name for dtype, k, name in tasks}

@@ -33,6 +33,7 @@ from .reduction import reduce
 from .reduction import reduce_call
 from .reduction_rows import sum_of_squares
 from .support import supports
+from .threads import all_threads
 from .threads import ended
 from .threads import on_threads
 from .threads import one_thread

@@ -74,6 +74,19 @@ IDLE_S = 0.0005
 _IDLE_SERIAL_WORK = 1 << 19
 _ended = [float("-inf")]  # when the last kernel call ended (or began, where not told)
 _was_parallel = [True]  # whether the last parallel call took more than one thread
+_whole_setting = [0]  # inside all_threads(): Numba's setting, whatever the load or pause
+
+
+@contextlib.contextmanager
+def all_threads():
+    """Parallel kernels run inside on Numba's whole setting for the calling thread,
+    whatever the machine's load or the pause since the last call: ``tenalg compile``
+    compiles the kernels that calls in a loop on an idle machine take."""
+    _whole_setting[0] += 1
+    try:
+        yield
+    finally:
+        _whole_setting[0] -= 1
 
 
 def thread_count(work=None):
@@ -93,7 +106,7 @@ def thread_count(work=None):
     # before Numba's pool has started, its setting is the configured count: a first call
     # that runs NumPy while its kernel compiles starts no pool (21 ms)
     threads = _thread_counter()() if _pool._is_initialized else config.NUMBA_NUM_THREADS
-    if threads > 1:
+    if threads > 1 and not _whole_setting[0]:
         now = _clock()
         last, _ended[0] = _ended[0], now  # the next call, soon after, finds them awake
         if work is not None and work < _IDLE_SERIAL_WORK and now - last > IDLE_S:
