@@ -17,7 +17,7 @@ compilation START_DELAY after it was queued (when it was idle), so the call that
 queued it runs uncontended. :func:`wait` waits for
 everything queued (``tenalg compile`` and the benchmarks use it). A kernel's compilation
 into a shared on-disk cache takes that kernel's file lock (:func:`lock_cache`), so that
-processes compiling at once (Dask's workers, a pool, the test suite's warm-up) do not
+processes compiling at once (Dask's workers, a pool, the test suite's) do not
 garble Numba's index, and compile different kernels side by side. A fork waits for the
 compilation under way (a child must not inherit Numba's compiler lock held by a thread
 it does not have). At exit the thread is stopped at its next call into LLVM
