@@ -118,6 +118,29 @@ def test_the_kernel_takes_over_once_compiled(tmp_path):
     _run("wait", tmp_path)
 
 
+def test_calls_while_their_plan_is_queued_queue_it_once(monkeypatch):
+    import tenalg as ta
+    from tenalg import calls
+
+    monkeypatch.setenv("TENALG_COMPILE", "background")
+    monkeypatch.setattr(calls, "CALLS", {})  # the layout's first calls, whatever ran before
+    queued = []
+
+    def later(key, job):  # queued and never run: every call meanwhile is a first one
+        queued.append(key)
+        compiler._queued.add(("later", key))
+
+    monkeypatch.setattr(compiler, "later", later)
+    s = np.random.default_rng(3).standard_normal((64, 48))
+    try:
+        for _ in range(3):
+            assert np.array_equal(ta.sum(s, axis=0), s.sum(axis=0))  # NumPy's answer
+    finally:
+        for key in queued:
+            compiler._queued.discard(("later", key))
+    assert len(queued) == 1 and not calls.CALLS
+
+
 def test_wait_mode_compiles_on_the_calling_thread(monkeypatch):
     import numba
 

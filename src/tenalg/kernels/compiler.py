@@ -114,6 +114,12 @@ def deferring(key):
     return len(_queued) < MAX_QUEUED and key not in _failed and mode() != "wait"
 
 
+def deferred(key):
+    """Whether work keyed ``key`` is queued for :func:`later` or under way (a lookup
+    without the lock: a call may then skip making the job)."""
+    return ("later", key) in _queued
+
+
 def later(key, job):
     """Queue ``job()``, Python work a call can do without now (building a plan), on the
     compiling thread, once while ``key`` (hashable) is queued or under way.  A job that
