@@ -193,7 +193,7 @@ def test_large_and_small_sectors_mix_gathered_and_direct_work():
     b = sym.BlockTensor.random((leg.conj(), phys.conj(), leg), dtype=np.complex128, rng=1)
     spec = contract_module._spec(a.legs, tuple("lpm"), b.legs, tuple("lpr"), tuple("mr"))
     schedule = contract_module._schedule(spec, tuple(a.blocks), tuple(b.blocks), a.dtype,
-                                         b.dtype)
+                                         b.dtype, (a.flux, b.flux))
     assert schedule.sectors and schedule.direct
     c = sym.contract(a, "lpm", b, "lpr", "mr")  # sums over l and p
     assert close(c.to_dense(), np.einsum("lpm,lpr->mr", a.to_dense(), b.to_dense()),
@@ -203,7 +203,8 @@ def test_large_and_small_sectors_mix_gathered_and_direct_work():
                  np.complex128)
     leg = sym.Leg(sym.U1(), [(0, 20), (1, 1)])
     t = sym.BlockTensor.random((leg, leg, leg.conj(), leg.conj()), rng=2)
-    schedule = trace_module._schedule(t.legs, tuple(t.blocks), ((0, 2),), t.dtype)
+    schedule = trace_module._schedule(t.group, t.legs, t.flux, tuple(t.blocks), ((0, 2),),
+                                          t.dtype)
     assert schedule.gathered and schedule.direct
     assert close(sym.partial_trace(t, [(0, 2)]).to_dense(),
                  np.einsum("abad->bd", t.to_dense()), np.float64)
@@ -236,10 +237,11 @@ def test_sectors_of_one_layout_run_batched(group, dim, dtype_a, dtype_b, data):
         a = sym.BlockTensor.random((u1, u1.conj()), rng=0)
         spec = contract_module._spec(a.legs, "ij", a.legs, "jk", "ik")
         schedule = contract_module._schedule(spec, tuple(a.blocks), tuple(a.blocks), a.dtype,
-                                             a.dtype)
+                                             a.dtype, (a.flux, a.flux))
         assert [gather.shape for gather, _ in schedule.sectors] == [(5, 1, 1)]
         t = sym.BlockTensor.random((u1, u1, u1.conj(), u1.conj()), rng=0)
-        schedule = trace_module._schedule(t.legs, tuple(t.blocks), ((0, 2),), t.dtype)
+        schedule = trace_module._schedule(t.group, t.legs, t.flux, tuple(t.blocks), ((0, 2),),
+                                          t.dtype)
         assert [gather.shape for gather, _, _ in schedule.gathered] == [(5, 5, 1, 1)]
     charges = charge_pool(group)[:4]
     leg = sym.Leg(group, [(q, dim) for q in charges])

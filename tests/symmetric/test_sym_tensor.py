@@ -8,7 +8,7 @@ from sym_helpers import DTYPES, GROUPS, close, flux_for, in_blocks, legs
 
 from tenalg import bfloat16
 from tenalg import symmetric as sym
-from tenalg.errors import DescriptorError, DTypeError, OperationError
+from tenalg.errors import DescriptorError, DTypeError, InputMismatchError, OperationError
 
 
 @st.composite
@@ -160,3 +160,63 @@ def test_einsum_names_a_label_whose_legs_do_not_pair_before_computing():
         sym.einsum("iji,jkl->kl", a, a)
     with pytest.raises(OperationError, match="label 'i'"):
         sym.einsum("ijk,ilm->jklm", a, a)  # two non-dual legs
+
+
+def _operations():
+    """Every operation that reads a tensor's blocks, each with its dense reference on
+    ``d``, the tensor's dense array (read from the blocks as they are)."""
+    def rebuilt(factors):
+        *left, right = factors
+        out = left[0]
+        for f in left[1:] + [right]:
+            out = sym.contract(out, "ax", f, "xb", "ab")
+        return out.to_dense()
+
+    return {
+        "trace": (lambda t: sym.trace(t, 0, 1).to_dense(), np.trace),
+        "partial_trace": (lambda t: sym.partial_trace(t, [(0, 1)]).to_dense(), np.trace),
+        "contract": (lambda t: sym.contract(t, "ij", t, "jk", "ik").to_dense(),
+                     lambda d: d @ d),
+        "contract conj": (lambda t: sym.contract(t, "ij", t.conj(), "kj", "ik").to_dense(),
+                          lambda d: d @ d.conj().T),
+        "einsum": (lambda t: sym.einsum("ij,jk->ik", t, t).to_dense(), lambda d: d @ d),
+        "permute": (lambda t: sym.permute(t, (1, 0)).to_dense(), np.transpose),
+        "svd": (lambda t: rebuilt(sym.svd(t, (0,), (1,))[:3]), lambda d: d),
+        "qr": (lambda t: rebuilt(sym.qr(t, (0,), (1,))), lambda d: d),
+        "add": (lambda t: (t + t).to_dense(), lambda d: 2 * d),
+        "scale": (lambda t: (2 * t).to_dense(), lambda d: 2 * d),
+        "conj": (lambda t: t.conj().to_dense(), np.conj),
+        "norm": (lambda t: t.norm(), np.linalg.norm),
+    }
+
+
+@pytest.mark.parametrize("size", [1, 40])  # blocks gathered, blocks one by one
+@pytest.mark.parametrize("name", list(_operations()))
+def test_blocks_a_user_put_in_the_dict_are_read_as_values_or_refused(name, size):
+    """docs/symmetric.md: a block of another order or real width is read as its values;
+    one of another shape, a complex block in a real tensor, or a key that does not
+    conserve the flux raises InputMismatchError, in every operation, before any result."""
+    operation, reference = _operations()[name]
+    leg = sym.Leg(sym.U1(), [(0, size), (1, 2 * size)])
+
+    def edited(edit):
+        t = sym.BlockTensor.random((leg, leg.conj()), rng=0)
+        block = t.blocks[(1, 1)]
+        t.blocks[(1, 1)] = {"fortran": np.asfortranarray(block),
+                            "float32": block.astype(np.float32),
+                            "list": block.tolist()}.get(edit, block)
+        if edit == "shape":
+            t.blocks[(0, 0)] = np.ones((size + 1, size + 1))
+        elif edit == "complex":
+            t.blocks[(1, 1)] = 1j * block
+        elif edit == "key":
+            t.blocks[(0, 1)] = np.ones((size, 2 * size))
+        return t
+
+    for edit in ("fortran", "float32", "list"):
+        t = edited(edit)
+        expected = reference(edited("none").to_dense())
+        np.testing.assert_allclose(operation(t), expected, rtol=1e-5, atol=1e-5 * size)
+    for edit, words in (("shape", "shape"), ("complex", "complex"), ("key", "conserve")):
+        with pytest.raises(InputMismatchError, match=words):
+            operation(edited(edit))

@@ -32,7 +32,7 @@ from ..errors import OperationError
 from . import dense
 from .gather import BATCH, Gather, worth_copying
 from .sectors import block_shape, total_charge
-from .tensor import BlockTensor
+from .tensor import BlockTensor, check_keys, read_block
 
 
 def _modes(modes, ndim, what):
@@ -96,7 +96,12 @@ def _spec(legs_a, modes_a, legs_b, modes_b, modes_out):
 
 
 @functools.lru_cache(maxsize=256)
-def _schedule(spec, keys_a, keys_b, dtype_a, dtype_b):
+def _schedule(spec, keys_a, keys_b, dtype_a, dtype_b, fluxes):
+    """The schedule of a structure, its blocks' keys checked (``fluxes``: a's and b's)."""
+    group = spec.legs_a[0].group if spec.legs_a else spec.legs_b[0].group if spec.legs_b else None
+    if group is not None:
+        check_keys(group, spec.legs_a, fluxes[0], keys_a)
+        check_keys(group, spec.legs_b, fluxes[1], keys_b)
     return _Schedule(spec, keys_a, keys_b, dtype_a, dtype_b)
 
 
@@ -190,7 +195,8 @@ class _Schedule:
         self.direct = []
         for out_key, key_pairs in by_key.items():
             shape = block_shape(spec.legs, out_key)
-            steps = [(ia, ib, dense.contraction_plan(
+            steps = [(ia, ib, block_shape(spec.legs_a, keys_a[ia]),
+                      block_shape(spec.legs_b, keys_b[ib]), dense.contraction_plan(
                 block_shape(spec.legs_a, keys_a[ia]), dtype_a, spec.modes_a,
                 block_shape(spec.legs_b, keys_b[ib]), dtype_b, spec.modes_b, shape,
                 self.dtype, spec.modes_out, k > 0)) for k, (ia, ib) in enumerate(key_pairs)]
@@ -232,8 +238,9 @@ class _Schedule:
                     blocks[key] = out[index].reshape(block)
         for key, shape, steps in self.direct:
             out = np.empty(shape, self.dtype)
-            for ia, ib, plan in steps:
-                dense.execute(plan, out, blocks_a[ia], blocks_b[ib])
+            for ia, ib, shape_a, shape_b, plan in steps:
+                dense.execute(plan, out, read_block(blocks_a[ia], shape_a, self.dtypes[0]),
+                              read_block(blocks_b[ib], shape_b, self.dtypes[1]))
             blocks[key] = out
         return blocks
 
@@ -283,7 +290,8 @@ def contract(a, modes_a, b, modes_b, modes_out):
     if spec.swap:  # b's free legs lead the output: b is the row side
         a, modes_a, b, modes_b = b, modes_b, a, modes_a
         spec = _spec(a.legs, modes_a, b.legs, modes_b, modes_out)
-    schedule = _schedule(spec, tuple(a.blocks), tuple(b.blocks), a.dtype, b.dtype)
+    schedule = _schedule(spec, tuple(a.blocks), tuple(b.blocks), a.dtype, b.dtype,
+                         (a.flux, b.flux))
     blocks = schedule.run(tuple(a.blocks.values()), tuple(b.blocks.values()))
     return BlockTensor._new(spec.legs, a.group.fuse(a.flux, b.flux), blocks, schedule.dtype,
                             a.group)

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from ..errors import InputMismatchError
+from .tensor import read_block
 
 COPY_PER_CALL = 1 << 13  # elements whose copy costs about one dense plan call's overhead
 BATCH = -1  # the dense mode of an axis stacking gathers of one layout (others are >= 0)
@@ -33,11 +33,14 @@ def worth_copying(elements, calls_saved):
 class Gather:
     """A new C-ordered array of ``shape`` and ``dtype`` assembled from blocks.
 
-    Each cell ``(index, window, source_shape, strides)`` copies ``blocks[index]`` into
-    ``array[window]``: the block itself (C-contiguous, of ``source_shape``), or with
-    ``strides`` (bytes) the view of the block's memory with those strides (a diagonal).
-    The window must be ``source_shape`` after splitting axes, or contiguous. Where the
-    cells leave part of the array uncovered, it is zero.
+    Each cell ``(index, window, source_shape, view)`` copies ``blocks[index]`` into
+    ``array[window]``: the block itself (of ``source_shape``), or with ``view`` a pair
+    ``(block_shape, strides)`` the view of ``source_shape`` and ``strides`` (bytes) into
+    the memory of the block, C-ordered of ``block_shape`` (a diagonal).  The window must
+    be ``source_shape`` after splitting axes, or contiguous. Where the cells leave part of
+    the array uncovered, it is zero.  Blocks are read by
+    :func:`tenalg.symmetric.tensor.read_block` (checked, converted) wherever they are
+    not C-ordered arrays of the gather's dtype and shape.
     """
 
     def __init__(self, shape, dtype, cells):
@@ -62,41 +65,21 @@ class Gather:
         dtype = self.dtype
         if self.single:
             index, _, _, shape, _ = self.cells[0]
-            block = blocks[index]
-            if block.dtype is not dtype or block.shape != shape:
-                block = self._checked(block, shape, None)
-            array = block.reshape(self.shape)
-            if array.dtype != dtype or not array.flags.c_contiguous:
-                array = np.ascontiguousarray(array, dtype)
-            return array
+            return read_block(blocks[index], shape, dtype).reshape(self.shape)
         array = (np.empty if self.complete else np.zeros)(self.shape, dtype)
-        for index, window, split, shape, strides in self.cells:
+        for index, window, split, shape, view in self.cells:
             block = blocks[index]
-            if block.dtype is not dtype or (strides is None and block.shape != shape):
-                block = self._checked(block, shape, strides)  # (inline: 8% of a trace)
-            if strides is not None:  # strides into a C-ordered block's memory
-                if not block.flags.c_contiguous:
-                    block = np.ascontiguousarray(block)
-                block = np.ndarray(shape, block.dtype, block, 0, strides)
+            if view is not None:  # strides into a C-ordered block's memory (checks inline:
+                # as a call, 8% of a trace)
+                if (type(block) is not np.ndarray or block.dtype is not dtype
+                        or block.shape != view[0] or not block.flags.c_contiguous):
+                    block = read_block(block, view[0], dtype)
+                block = np.ndarray(shape, dtype, block, 0, view[1])
+            elif (type(block) is not np.ndarray or block.dtype is not dtype
+                  or block.shape != shape):
+                block = read_block(block, shape, dtype)
             if split is None:
                 array[window] = block
             else:
                 array[window].reshape(split)[...] = block
         return array
-
-    def _checked(self, block, shape, strides):
-        """``block`` as the copy can read it. A user may put blocks of another order or
-        dtype in a tensor's dict: they are read as their values, a view by ``strides``
-        (computed for the tensor's dtype) of a copy in that dtype. A block of another
-        shape, which the copy would broadcast, or a complex block in a real tensor
-        (its imaginary part would be cast away) is refused."""
-        if strides is None and block.shape != shape:
-            raise InputMismatchError(
-                f"a block of shape {block.shape} where its tensor has one of {shape}")
-        if block.dtype != self.dtype:
-            if block.dtype.kind == "c" and self.dtype.kind != "c":
-                raise InputMismatchError(
-                    f"a {block.dtype} block in a tensor of dtype {self.dtype}")
-            if strides is not None:
-                block = np.ascontiguousarray(block, self.dtype)
-        return block

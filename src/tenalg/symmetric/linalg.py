@@ -64,7 +64,7 @@ def _sector_matrices(t, row_axes, col_axes):
     dtype = compute_type([t.dtype])
     axes = row_axes + col_axes
     matrices = {}
-    for key, block in t.blocks.items():
+    for key, block in t.read_blocks().items():
         r, r0, rshape = rows.locate[tuple(key[ax] for ax in row_axes)]
         c, c0, cshape = cols.locate[tuple(key[ax] for ax in col_axes)]
         if r not in matrices:

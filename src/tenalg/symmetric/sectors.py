@@ -7,6 +7,8 @@ charges (duals on dual legs) fuse to ``flux``.
 >>> leg = Leg(U1(), [(0, 1), (1, 1)])
 >>> allowed_keys(U1(), (leg, leg, leg.conj()), 1)
 ((0, 1, 0), (1, 0, 0), (1, 1, 1))
+>>> block_shapes(U1(), (leg, leg.conj()), 0)
+{(0, 0): (1, 1), (1, 1): (1, 1)}
 """
 
 import functools
@@ -45,3 +47,10 @@ def allowed_keys(group, legs, flux):
 def block_shape(legs, key):
     """The dense shape of block ``key``."""
     return tuple(leg.dims[q] for leg, q in zip(legs, key, strict=True))
+
+
+@functools.lru_cache(maxsize=1024)
+def block_shapes(group, legs, flux):
+    """``{key: block_shape(legs, key)}`` for every conserving key: one lookup checks a
+    key and gives its block's shape."""
+    return {key: block_shape(legs, key) for key in allowed_keys(group, legs, flux)}

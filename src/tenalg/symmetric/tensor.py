@@ -2,7 +2,8 @@
 
 Only blocks whose charges conserve the flux may exist; a missing block is zero. Blocks
 are C-contiguous arrays of one dtype (those of a contraction's result may be views of
-one buffer: the row ranges of one block-matrix product).
+one buffer: the row ranges of one block-matrix product). The dict is the user's to
+change: operations read its blocks through :func:`read_block` and :func:`check_keys`.
 
 >>> import numpy as np
 >>> from tenalg.symmetric import U1, Leg
@@ -21,12 +22,43 @@ import numpy as np
 
 from ..api import norm_host
 from ..dtypes import result_type, storage_type
-from ..errors import DescriptorError, DTypeError, OperationError
+from ..errors import DescriptorError, DTypeError, InputMismatchError, OperationError
 from ..views import normalize_axes
 from . import dense
 from .groups import U1
 from .legs import Leg
-from .sectors import allowed_keys, block_shape, total_charge
+from .sectors import allowed_keys, block_shape, block_shapes, total_charge
+
+
+def read_block(block, shape, dtype):
+    """``block``, a tensor's of ``shape`` and ``dtype``, as operations read it: itself
+    where it is a C-ordered array of both, else a C-ordered copy of its values in
+    ``dtype``.  A block of another shape (a copy would broadcast it) or a complex block
+    in a real tensor (its imaginary part would be dropped) raises InputMismatchError.
+
+    >>> read_block(np.ones((2, 1), np.float32, order="F"), (2, 1), np.dtype(np.float64)).dtype
+    dtype('float64')
+    """
+    block = block if type(block) is np.ndarray else np.asarray(block)
+    if block.shape != shape:
+        raise InputMismatchError(
+            f"a block of shape {block.shape} where its tensor has one of {shape}")
+    if block.dtype == dtype:
+        return block if block.flags.c_contiguous else np.ascontiguousarray(block)
+    if block.dtype.kind == "c" and dtype.kind != "c":
+        raise InputMismatchError(f"a {block.dtype} block in a tensor of dtype {dtype}")
+    return np.ascontiguousarray(block, dtype)
+
+
+def check_keys(group, legs, flux, keys):
+    """Raise InputMismatchError unless every block key in ``keys`` names a sector of each
+    leg and conserves ``flux`` (a key put in a tensor's dict by hand)."""
+    shapes = block_shapes(group, legs, flux)
+    for key in keys:
+        if key not in shapes:
+            raise InputMismatchError(
+                f"block key {key!r} is not one that conserves the flux {flux} on these legs"
+                " (a charge per leg, each a sector of its leg)")
 
 
 def _check_legs(legs):
@@ -132,10 +164,17 @@ class BlockTensor:
     def _index(self, key):
         return tuple(leg.slice(q) for leg, q in zip(self.legs, key, strict=True))
 
+    def read_blocks(self):
+        """The blocks as operations read them (:func:`check_keys`, :func:`read_block`)."""
+        shapes = block_shapes(self.group, self.legs, self.flux)
+        check_keys(self.group, self.legs, self.flux, self.blocks)
+        return {key: read_block(block, shapes[key], self.dtype)
+                for key, block in self.blocks.items()}
+
     def to_dense(self):
         """The dense array: sectors in leg order, zeros off the blocks."""
         out = np.zeros(tuple(leg.dim for leg in self.legs), self.dtype)
-        for key, block in self.blocks.items():
+        for key, block in self.read_blocks().items():
             out[self._index(key)] = block
         return out
 
@@ -161,18 +200,19 @@ class BlockTensor:
     def conj(self):
         """Complex conjugate: conjugated blocks, every leg flipped, the dual flux."""
         legs = tuple(leg.conj() for leg in self.legs)
-        blocks = {k: np.conj(b) for k, b in self.blocks.items()}
+        blocks = {k: np.conj(b) for k, b in self.read_blocks().items()}
         return self._new(legs, self.group.dual(self.flux), blocks, self.dtype, self.group)
 
     def norm(self):
         """The Frobenius norm (a Python float), from the dense layer's scaled block norms."""
-        return math.hypot(*(norm_host(b) for b in self.blocks.values()))
+        return math.hypot(*(norm_host(b) for b in self.read_blocks().values()))
 
     def __mul__(self, scalar):
         if not isinstance(scalar, numbers.Number) or isinstance(scalar, bool):
             return NotImplemented
         dtype = storage_type(np.result_type(self.dtype, scalar), "scalar * BlockTensor")
-        blocks = {k: (scalar * b).astype(dtype, copy=False) for k, b in self.blocks.items()}
+        blocks = {k: (scalar * b).astype(dtype, copy=False)
+                  for k, b in self.read_blocks().items()}
         return self._new(self.legs, self.flux, blocks, dtype, self.group)
 
     __rmul__ = __mul__
@@ -197,8 +237,8 @@ class BlockTensor:
                 f"adding tensors with different legs or flux ({self!r} and {other!r})"
             )
         dtype = result_type([self.dtype, other.dtype])
-        blocks = {k: b.astype(dtype) for k, b in self.blocks.items()}
-        for key, block in other.blocks.items():
+        blocks = {k: b.astype(dtype) for k, b in self.read_blocks().items()}
+        for key, block in other.read_blocks().items():
             if key in blocks:
                 blocks[key] += sign * block
             else:
@@ -233,7 +273,7 @@ def permute(t, axes):
         raise OperationError(f"axes {axes} are not a permutation of range({t.ndim})")
     legs = tuple(t.legs[ax] for ax in axes)
     blocks = {}
-    for key, block in t.blocks.items():
+    for key, block in t.read_blocks().items():
         out = np.empty(tuple(block.shape[ax] for ax in axes), t.dtype)
         blocks[tuple(key[ax] for ax in axes)] = dense.permute_into(out, block, axes)
     return BlockTensor._new(legs, t.flux, blocks, t.dtype, t.group)

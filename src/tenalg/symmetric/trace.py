@@ -27,7 +27,7 @@ from ..views import normalize_axes
 from . import dense
 from .gather import BATCH, Gather, worth_copying
 from .sectors import block_shape
-from .tensor import BlockTensor
+from .tensor import BlockTensor, check_keys, read_block
 
 
 def _c_strides(shape, itemsize):
@@ -41,7 +41,8 @@ def _c_strides(shape, itemsize):
 class _Schedule:
     """The work of one structure: gathered sums (batched by layout), then direct blocks."""
 
-    def __init__(self, legs, keys, pairs, dtype):
+    def __init__(self, group, legs, flux, keys, pairs, dtype):
+        check_keys(group, legs, flux, keys)
         self.kept = tuple(ax for ax in range(len(legs)) if all(ax not in p for p in pairs))
         self.legs = tuple(legs[ax] for ax in self.kept)
         modes = list(range(len(legs)))
@@ -64,7 +65,8 @@ class _Schedule:
                                                   dtype))
                 continue
             for out_key, ns in outputs:
-                self.direct.append((out_key, shape, [(n, dense.reduction_plan(
+                self.direct.append((out_key, shape, [(n, block_shape(legs, keys[n]),
+                                                      dense.reduction_plan(
                     block_shape(legs, keys[n]), dtype, tuple(modes), shape, dtype, self.kept,
                     k > 0)) for k, n in enumerate(ns)]))
 
@@ -82,7 +84,7 @@ class _Schedule:
                     strides[ax] for ax in self.kept)
                 size = math.prod(diagonal)
                 window = (g,) * len(lead) + (slice(start, start + size),)
-                cells.append((n, window, diagonal + shape, view))
+                cells.append((n, window, diagonal + shape, (block_shape(legs, keys[n]), view)))
                 start += size
         gather = Gather(lead + (start,) + shape, dtype, cells)
         modes = tuple(range(len(shape) + 1))
@@ -99,15 +101,15 @@ class _Schedule:
                 out[key] = sums[index]  # a view, an array even of rank 0
         for key, shape, steps in self.direct:
             block = np.empty(shape, dtype)
-            for n, plan in steps:
-                dense.execute(plan, block, blocks[n])
+            for n, block_in, plan in steps:
+                dense.execute(plan, block, read_block(blocks[n], block_in, dtype))
             out[key] = block
         return out
 
 
 @functools.lru_cache(maxsize=256)
-def _schedule(legs, keys, pairs, dtype):
-    return _Schedule(legs, keys, pairs, dtype)
+def _schedule(group, legs, flux, keys, pairs, dtype):
+    return _Schedule(group, legs, flux, keys, pairs, dtype)
 
 
 def partial_trace(t, pairs):
@@ -123,7 +125,7 @@ def partial_trace(t, pairs):
         raise OperationError(f"trace pairs {pairs} repeat an axis")
     for i, j in pairs:
         t.legs[i].check_contracts_with(t.legs[j], f"tracing legs {i} and {j}")
-    schedule = _schedule(t.legs, tuple(t.blocks), pairs, t.dtype)
+    schedule = _schedule(t.group, t.legs, t.flux, tuple(t.blocks), pairs, t.dtype)
     blocks = schedule.run(tuple(t.blocks.values()), t.dtype)
     return BlockTensor._new(schedule.legs, t.flux, blocks, t.dtype, t.group)
 
