@@ -102,6 +102,29 @@ def test_long_train_rounds_without_overflow(method):
 
 
 @pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128, np.float32, np.complex64])
+def test_a_core_of_subnormal_numbers_rounds_to_the_bound(method, dtype):
+    """A train scaled to subnormal entries (1e-310 in double, 1e-40 in single precision):
+    the sweeps' scalings by the reciprocal of the largest modulus overflowed (the Gram
+    and randomized sweeps raised LAPACK's "did not converge", a complex norm came out
+    NaN and the SVD sweep kept rank 1)."""
+    x = rand(DIMS, 2, dtype, seed=3) + rand(DIMS, 3, dtype, seed=4)
+    scale = 1e-310 if np.finfo(dtype).bits == 64 else 1e-40
+    cores = [c.array() for c in x.cores]
+    small = tt.TensorTrain([cores[0] * np.asarray(scale, cores[0].dtype)] + cores[1:])
+    y = tt.round(small, 1e-2, method=method, rng=0)
+    assert y.ranks == tt.round(x, 1e-2, method=method, rng=0).ranks
+    # the error read in the normal range: the first cores of both scaled back up (in two
+    # steps: 1 / 1e-310 is inf)
+    up = 1 / np.sqrt(scale)
+    lift = tt.TensorTrain([y.cores[0].array().astype(np.complex128) * up * up]
+                          + [c.array() for c in y.cores[1:]])
+    back = tt.TensorTrain([small.cores[0].array().astype(np.complex128) * up * up]
+                          + cores[1:])
+    assert tt.norm(lift - back) <= 1e-2 * tt.norm(back)
+
+
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
 def test_duplicates_collapse_and_round_sum(method, dtype):
     x = rand(DIMS, 1, dtype, seed=7)

@@ -50,6 +50,10 @@ def frobenius(x):
     calls a rounding of a small train)."""
     s = np.abs(x).max(axis=tuple(range(1, x.ndim)), initial=0)
     s = np.where((s > 0) & np.isfinite(s), s, 1).astype(s.dtype)
+    if x.dtype.kind == "c" and (s < np.finfo(s.dtype).tiny).any():
+        # a complex division by a subnormal overflows (as its reciprocal): exact powers
+        e = _exponents(x)
+        return np.ldexp(frobenius(times_power_of_two(x, -e)), e)
     y = x / s.reshape((-1,) + (1,) * (x.ndim - 1))
     return s * np.sqrt((np.abs(y) ** 2).sum(axis=tuple(range(1, x.ndim))))
 

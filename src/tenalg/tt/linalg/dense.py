@@ -10,6 +10,7 @@ products of each bond of a rounding sweep, plain matrix products, call
 4.0
 """
 
+import functools
 import math
 
 import numpy as np
@@ -51,9 +52,28 @@ def python_scalar(x):
 
 
 def scaled_by_log(values, logs, out=None):
-    """``values * exp(logs)`` without widening ``values``' dtype (into ``out`` if given)."""
-    factor = np.exp(np.asarray(logs, dtype=np.float64)).astype(real_type(values.dtype))
+    """``values * exp(logs)`` without widening ``values``' dtype (into ``out`` if given).
+    A factor past the dtype's range (the reciprocal of a subnormal largest modulus, 1e-310
+    in float64, would be inf) is applied in as many steps as keep each one finite.
+
+    >>> scaled_by_log(np.array([1e-310]), np.log(1e310)).tolist()  # exp(713.8): 1e310
+    [1.0000000000000002]
+    """
+    logs = np.asarray(logs, dtype=np.float64)
+    real = real_type(values.dtype)
+    top = float(np.abs(logs).max()) if logs.size else 0.0
+    steps = math.ceil(top / _log_range(real)) if _log_range(real) < top < math.inf else 1
+    factor = np.exp(logs / steps).astype(real)
+    for _ in range(steps - 1):
+        values = np.multiply(values, factor)
     return np.multiply(values, factor, out=out)
+
+
+@functools.cache
+def _log_range(real):
+    """Half the log of the largest finite value of ``real``: a factor of at most its exp
+    leaves a product of moduli up to it finite."""
+    return 0.5 * math.log(float(np.finfo(real).max))
 
 
 def safe_log(s):
