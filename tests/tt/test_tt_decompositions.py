@@ -172,6 +172,10 @@ def test_cross_bad_input():
         tt.cross(lambda i: np.ones(len(i)), (2, 2, 2), 1,
                  index_sets=[np.zeros((2, 2), int), np.zeros((1, 1), int)])
     ones = lambda i: np.ones(len(i))  # noqa: E731
+    for bad, words in (([[0, 0], [-1, 1]], "index -1 for mode 1"),
+                       ([[0, 0], [1, 3]], "index 3 for mode 2")):  # never reach f
+        with pytest.raises(OperationError, match=words):
+            tt.cross(ones, (4, 3, 3), index_sets=[np.array(bad), np.array([[0], [1]])])
     for kwargs, words in [({"dims": (2, 0, 2)}, "dimensions >= 1"), ({"dims": ()}, "dimensions"),
                           ({"nsweeps": 0}, "nsweeps"), ({"nsweeps": 1.5}, "nsweeps"),
                           ({"tau": 0.5}, "tau"), ({"tau": float("nan")}, "tau")]:

@@ -181,6 +181,8 @@ def test_pack_rejects_bad_input():
         tt.TrainPack([[rand(DIMS, 1)], []])
     with pytest.raises(OperationError, match="TensorTrains"):
         tt.TrainPack([[rand(DIMS, 1), 3]])
+    with pytest.raises(OperationError, match="TensorTrains, got int"):  # a row of no trains
+        tt.TrainPack([1, 2])
     with pytest.raises(OperationError, match="dims"):
         tt.dot(p, tt.TrainPack([[rand((2, 2), 1)] * 3] * 2))
 

@@ -236,6 +236,12 @@ def cross(f, dims, ranks=None, nsweeps=10, tau=1.05, index_sets=None, rng=None,
                 raise OperationError(
                     f"cross: index set {k} has shape {j.shape}, expected {(r[k], d - k)}"
                 )
+            outside = (j < 0) | (j >= np.array(dims[k:]))
+            if outside.any():  # else f would get them (NumPy wraps negative ones round)
+                row, col = np.argwhere(outside)[0]
+                raise OperationError(
+                    f"cross: index set {k} holds index {j[row, col]} for mode {k + col} "
+                    f"of dimension {dims[k + col]} (row {row})")
             right[k] = j
     fibers = _Fibers(f)
     left = [np.zeros((1, 0), dtype=np.int64)] + [None] * d

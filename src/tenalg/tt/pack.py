@@ -23,6 +23,7 @@ it after any of them changed (every in-place operation bumps the version) raises
 import functools
 import gc
 import itertools
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -145,6 +146,9 @@ class TrainPack:
         grid = list(grid)
         if grid and isinstance(grid[0], TensorTrain):
             grid = [grid]
+        for row in grid:
+            if not isinstance(row, Iterable):  # TrainPack([1, 2]): a row of no trains
+                raise OperationError(f"a TrainPack holds TensorTrains, got {type(row).__name__}")
         rows = [list(row) for row in grid]
         if not rows or not rows[0] or any(len(r) != len(rows[0]) for r in rows):
             raise OperationError("a TrainPack needs a non-empty rectangular grid[var][block]")
