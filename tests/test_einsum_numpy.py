@@ -208,6 +208,13 @@ def test_zero_d_out_with_optimize_follows_numpy():
     assert out == 7
     with pytest.raises(TypeError):
         einsum("i,i->", a, a, out=np.array(0), optimize=False)
+    for optimize in (True, "greedy", ["einsum_path", (0,)]):  # one operand: NumPy checks
+        out = np.array(0)
+        with pytest.raises(TypeError):
+            np.einsum("i->", a / 3, out=out, optimize=optimize)
+        with pytest.raises(TypeError):
+            einsum("i->", a / 3, out=out, optimize=optimize)
+        assert out == 0
 
 
 def test_object_arrays_run_python_arithmetic():

@@ -439,8 +439,9 @@ class EinsumPlan:
             raise self._cast_error
         if self.numpy is not None:
             return self.numpy(arrays, out)
-        # NumPy's optimized path writes a 0-d result into out without its casting check
-        quirk = out.ndim == 0 if isinstance(out, np.ndarray) else False
+        # NumPy's optimized path (two operands or more) writes a 0-d result into out
+        # without its casting check
+        quirk = len(arrays) > 1 and isinstance(out, np.ndarray) and out.ndim == 0
         casting = "unsafe" if quirk and self.optimize not in (False, "auto") else self.casting
         check_out_cast(self.dtype, out, casting)
         if out.dtype in STORAGE_TYPES and not any(np.may_share_memory(out, x)
