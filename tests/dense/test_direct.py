@@ -225,3 +225,14 @@ def test_a_plan_probes_numpy_on_zeros_not_on_uninitialised_memory():
                                               out_modes="j"))
     assert plan.backend == "direct", plan.explain()
     np.testing.assert_array_equal(plan.execute(a), np.full(5, 6.0))
+
+
+@pytest.mark.parametrize("rank", [28, 53, 60])
+def test_diagonal_sums_of_more_modes_than_letters(rank):
+    """The direct diagonal sum names modes by np.einsum's 52 letters (past 26 it used
+    '{' ...); past 52 another runner takes the sum."""
+    x = np.arange(4.0).reshape((2,) + (1,) * (rank - 2) + (2,))
+    expected = np.trace(x, 0, 0, rank - 1)
+    np.testing.assert_array_equal(ta.trace(x, 0, rank - 1), expected)
+    np.testing.assert_array_equal(ta.partial_trace(x, [(0, rank - 1)]), expected)
+    np.testing.assert_array_equal(ta.einsum("a...a->...", x), expected)

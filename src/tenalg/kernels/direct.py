@@ -17,6 +17,8 @@ times faster than ``np.add.reduce`` of the same view, ``iij->j`` on (2048, 2048,
 ('numpy copy of A.transpose((1, 0))', [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]])
 """
 
+import string
+
 import numpy as np
 
 from ..descriptors import Binary, Reduce, TensorDescriptor, Unary
@@ -183,10 +185,14 @@ def _diagonal_sum(op, allocate):
 
 def _numpy_diagonal_sum(op, allocate):
     """A sum over a diagonal by NumPy: np.add.reduce of its diagonal view for a sum of
-    everything, else np.einsum; None for a broadcast-only output mode."""
+    everything, else np.einsum; None for a broadcast-only output mode or more modes than
+    np.einsum has letters (52)."""
     if not op.out_modes:
         return _full_diagonal_sum(op, allocate)
-    letters = {m: chr(ord("a") + k) for k, m in enumerate(dict.fromkeys(op.inputs[0].modes))}
+    modes = dict.fromkeys(op.inputs[0].modes)
+    if len(modes) > len(string.ascii_letters):
+        return None
+    letters = dict(zip(modes, string.ascii_letters, strict=False))
     if any(m not in letters for m in op.out_modes):
         return None  # a broadcast-only output mode
     subscripts = "".join(letters[m] for m in op.inputs[0].modes) + "->" + "".join(
