@@ -28,7 +28,7 @@ from .calls import (
 from .descriptors import Unary
 from .dtypes import real_type, storage_type
 from .einsum import einsum
-from .errors import DescriptorError, OperationError
+from .errors import DescriptorError, OperationError, OutputMismatchError
 from .inputs import as_array
 from .kernels import cpu
 from .seam import call_front_end, foreign_kind
@@ -153,6 +153,9 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, *,  # noqa: A001 - N
     result, compute = types
     target = out
     if keepdims and out is not None:  # the kernels write the kept axes of out
+        kept = tuple(1 if k in axes else n for k, n in enumerate(a.shape))
+        if out.shape != kept:
+            raise OutputMismatchError(f"out: shape {out.shape}, expected {kept} (keepdims)")
         target = out[tuple(0 if k in axes else slice(None) for k in range(a.ndim))]
     compute = compute_dtype if compute_dtype is not None else compute
     total = call((a,), target, ("sum", axes, result, compute), _sum_plan, axes, compute,

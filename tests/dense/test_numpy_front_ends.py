@@ -60,6 +60,13 @@ def test_sum_keepdims_dtype_and_out():
     assert ta.sum(a, axis=1, keepdims=True, out=out) is out
     np.testing.assert_array_equal(out, np.sum(a, axis=1, keepdims=True))
     assert ta.sum(a, axis=0, out=np.zeros((3, 4), np.float16)).dtype == np.float16
+    for shape in ((2, 4), (2, 3, 4), (2, 1, 4, 1)):  # refused as NumPy refuses them
+        wrong = np.zeros(shape, np.float32)
+        with pytest.raises(ValueError):
+            np.sum(a, axis=1, keepdims=True, out=wrong)
+        with pytest.raises(ta.OutputMismatchError, match="keepdims"):
+            ta.sum(a, axis=1, keepdims=True, out=wrong)
+        assert not wrong.any()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128, np.int16])
