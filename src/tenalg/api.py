@@ -28,11 +28,11 @@ from .calls import (
 from .descriptors import Unary
 from .dtypes import real_type, storage_type
 from .einsum import einsum
-from .errors import DescriptorError, OperationError, OutputMismatchError
+from .errors import DescriptorError, IntegerTypeError, OperationError, OutputMismatchError
 from .inputs import as_array
 from .kernels import cpu
 from .seam import call_front_end, foreign_kind
-from .views import check_offset, diagonal, diagonals, made_by_numpy, normalize_axis
+from .views import check_offset, diagonal, diagonals, made_by_numpy, normalize_axis, one_axis
 
 __all__ = [
     "contract", "diagonal", "einsum", "diagonals", "elementwise_binary", "elementwise_trinary",
@@ -75,9 +75,12 @@ def sum_axes(axis, ndim):
     order given, checked as NumPy checks it."""
     if axis is None:
         return tuple(range(ndim))
-    if ndim == 0 and isinstance(axis, int | np.integer) and axis in (0, -1):
+    single = one_axis(axis)
+    if ndim == 0 and single and normalize_axis(axis, 1) == 0:
         return ()  # NumPy's reductions take axis 0 or -1 (not (0,)) of a 0-d array
-    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    if not single and not hasattr(axis, "__iter__"):
+        raise IntegerTypeError(f"axis must be an integer or a tuple of them, got {axis!r}")
+    axes = (axis,) if single else tuple(axis)
     axes = tuple(normalize_axis(ax, ndim) for ax in axes)
     if len(set(axes)) != len(axes):
         raise OperationError(f"axis {axis} repeats an axis")
@@ -328,7 +331,10 @@ def permute(a, axes=None, *, alpha=None, out=None):
            [2, 4]])
     """
     if type(a) is np.ndarray and type(axes) is tuple and alpha is None and out is None:
-        single = calls.CALLS.get((("permute", axes), a.shape, a.strides, a.dtype))
+        try:
+            single = calls.CALLS.get((("permute", axes), a.shape, a.strides, a.dtype))
+        except TypeError:  # an unhashable axis (a 0-d array): the general path reads it
+            single = None
         if single is not None and plain_ints(axes) and (a.base is None or made_by_numpy(a)):
             return single(a)  # a planned call, in fewer steps (see calls.CALLS)
     if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say

@@ -10,6 +10,8 @@ reach outside that buffer raises :class:`BoundsError` instead of reading foreign
 ([0.0, 4.0, 8.0], True)
 """
 
+import operator
+
 import numpy as np
 
 from .descriptors import overlapping
@@ -219,16 +221,35 @@ def normalize_axes(axes, ndim):
     >>> normalize_axes(-1, 3), normalize_axes((0, -2), 3)
     ((2,), (0, 1))
     """
-    if isinstance(axes, int | np.integer):
+    if one_axis(axes):
         axes = (axes,)
     return tuple(normalize_axis(ax, ndim) for ax in axes)
 
 
+def one_axis(axes):
+    """Whether ``axes`` is one axis rather than a sequence of them: an int, or what NumPy
+    reads as one (a NumPy integer, a 0-d array, an object with ``__index__``)."""
+    if isinstance(axes, np.ndarray):
+        return axes.ndim == 0
+    return isinstance(axes, int | np.integer) or (hasattr(type(axes), "__index__")
+                                                  and not hasattr(axes, "__iter__"))
+
+
 def normalize_axis(axis, ndim):
     """``axis`` in range(ndim), negatives counted from the end; DescriptorError otherwise
-    (AxisError, also NumPy's, for an integer out of range)."""
-    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
-        raise IntegerTypeError(f"axis must be an integer, got {axis!r}")
+    (AxisError, also NumPy's, for an integer out of range).  An axis is what NumPy reads
+    as an integer (``operator.index``), not a bool.
+
+    >>> normalize_axis(np.array(-1), 3)
+    2
+    """
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        try:
+            if isinstance(axis, bool | np.bool_):
+                raise TypeError
+            axis = operator.index(axis)
+        except TypeError:
+            raise IntegerTypeError(f"axis must be an integer, got {axis!r}") from None
     if not -ndim <= axis < ndim:
         raise AxisError(f"axis {axis} is out of range for a tensor of rank {ndim}")
     return int(axis) % ndim

@@ -291,3 +291,30 @@ def test_fields_of_structured_arrays_in_and_out():
     held.flags.writeable = False
     with pytest.raises(ta.OutputMismatchError, match="read-only"):
         ta.sum(f, axis=0, out=held)
+
+
+class Index:
+    """An integer to NumPy (``operator.index``), as axis arguments may be."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+def test_axes_are_what_numpy_reads_as_integers():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    for axis in (np.array(1), Index(1), np.int8(1), (Index(0), np.array(2))):
+        np.testing.assert_array_equal(ta.sum(a, axis=axis), np.sum(a, axis=axis))
+    np.testing.assert_array_equal(ta.sum(np.array(2.0), axis=np.array(0)), 2.0)
+    np.testing.assert_array_equal(ta.trace(a[0], 0, np.array(1)), np.trace(a[0], 0, 0, 1))
+    np.testing.assert_array_equal(ta.partial_trace(a[:, :2, :2], [(Index(1), np.array(2))]),
+                                  np.trace(a[:, :2, :2], 0, 1, 2))
+    for axes in ((np.array(2), 0, Index(1)), (Index(2), 0, 1)):
+        np.testing.assert_array_equal(ta.permute(a, axes), np.transpose(a, axes))
+    for bad in (1.0, True, "1", (0, 1.5)):
+        with pytest.raises(ta.IntegerTypeError):
+            ta.sum(a, axis=bad)
+    with pytest.raises(ta.IntegerTypeError):
+        ta.permute(a, (0.0, 1, 2))
