@@ -56,8 +56,9 @@ def scaled_by_log(values, logs, out=None):
     A factor past the dtype's range (the reciprocal of a subnormal largest modulus, 1e-310
     in float64, would be inf) is applied in as many steps as keep each one finite.
 
-    >>> scaled_by_log(np.array([1e-310]), np.log(1e310)).tolist()  # exp(713.8): 1e310
-    [1.0000000000000002]
+    >>> exponent = 310 * np.log(10)  # exp(713.8) is inf
+    >>> scaled_by_log(np.array([1e-310]), exponent).round(9).tolist()
+    [1.0]
     """
     logs = np.asarray(logs, dtype=np.float64)
     real = real_type(values.dtype)
