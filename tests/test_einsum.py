@@ -176,6 +176,12 @@ def test_options_dtype_compute_out_order():
     np.testing.assert_allclose(out3, expected, rtol=1e-5)
     with pytest.raises(ta.DTypeError):
         einsum("ij->", np.ones(2, np.float64).reshape(1, 2), compute_dtype=np.float32)
+    # a narrower dtype= rounds the result to it, also on its way into out= (1 + 2^-30 is
+    # 1 in float32: NumPy gives 3.0, the float64 sum 3.0000000028)
+    v = np.full(3, 1 + 2.0**-30)
+    for target in (np.zeros(()), np.zeros((), np.complex128)):
+        einsum("i->", v, dtype=np.float32, casting="unsafe", out=target)
+        assert target == np.einsum("i->", v, dtype=np.float32, casting="unsafe") == 3.0
 
 
 @pytest.mark.parametrize("optimize", ["auto", "greedy", "optimal", "dp", True, False,

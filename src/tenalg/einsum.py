@@ -434,7 +434,8 @@ class EinsumPlan:
     def _into(self, arrays, out):
         """Run into ``out`` under NumPy's rules: its casting rule, and an ``out`` that shares
         memory with an operand (or that tenalg cannot store) gets the result through a
-        temporary.  (The plan's own ``out=`` refuses both.)"""
+        temporary, as does one of another type than ``dtype=`` (the result is rounded to
+        it first).  (The plan's own ``out=`` refuses both.)"""
         if self._cast_error is not None:
             raise self._cast_error
         if self.numpy is not None:
@@ -444,8 +445,9 @@ class EinsumPlan:
         quirk = len(arrays) > 1 and isinstance(out, np.ndarray) and out.ndim == 0
         casting = "unsafe" if quirk and self.optimize not in (False, "auto") else self.casting
         check_out_cast(self.dtype, out, casting)
-        if out.dtype in STORAGE_TYPES and not any(np.may_share_memory(out, x)
-                                                  for x in arrays):
+        rounded = self._options["dtype"] is not None and out.dtype != self.dtype
+        if out.dtype in STORAGE_TYPES and not rounded and not any(
+                np.may_share_memory(out, x) for x in arrays):
             return self._run(arrays, out)
         expected = tuple(self.extents[m] for m in self.out_modes)
         if out.shape != expected:
