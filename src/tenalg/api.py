@@ -321,8 +321,9 @@ def permute(a, axes=None, *, alpha=None, out=None):
     ``numpy.transpose``), times ``alpha`` (None: 1): ``np.transpose(a, axes)`` copied.
 
     Any array-like and dtype: float and complex data move through tenalg's kernels,
-    others through NumPy's copy.  An ``out`` array takes the result under NumPy's
-    'same_kind' rule (a complex result into a real array raises OutputTypeError).
+    others (and real data times a complex ``alpha``, a complex result as NumPy's product)
+    through NumPy's copy.  An ``out`` array takes the result under NumPy's 'same_kind'
+    rule (a complex result into a real array raises OutputTypeError).
 
     >>> permute(np.arange(6.0).reshape(2, 3), (1, 0)).flags.c_contiguous
     True
@@ -342,7 +343,8 @@ def permute(a, axes=None, *, alpha=None, out=None):
     a = as_array(a, "a")
     if axes is None:
         axes = tuple(range(a.ndim - 1, -1, -1))
-    if a.dtype in KERNEL_TYPES and (out is None or kernel_array(out)):
+    complex_scale = alpha is not None and np.iscomplexobj(alpha) and a.dtype.kind != "c"
+    if a.dtype in KERNEL_TYPES and (out is None or kernel_array(out)) and not complex_scale:
         key = ("permute", axes) if plain_ints(axes) else None
         return call((a,), out, key, _permute_plan, axes,
                      scalars=None if alpha is None else {"alpha": alpha}, numpy_out=True)

@@ -318,3 +318,16 @@ def test_axes_are_what_numpy_reads_as_integers():
             ta.sum(a, axis=bad)
     with pytest.raises(ta.IntegerTypeError):
         ta.permute(a, (0.0, 1, 2))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16, np.int64])
+def test_permute_of_real_data_times_a_complex_alpha_is_complex(dtype):
+    """As ``np.transpose(a) * 1j``, for every real dtype (a float one raised DTypeError:
+    the kernels' compute type was real)."""
+    a = np.arange(6).reshape(2, 3).astype(dtype)
+    got = ta.permute(a, (1, 0), alpha=1j)
+    expected = np.transpose(a) * 1j
+    assert got.dtype == expected.dtype and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(OutputTypeError):
+        ta.permute(a, (1, 0), alpha=1j, out=np.zeros((3, 2)))
