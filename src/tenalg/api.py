@@ -32,7 +32,15 @@ from .errors import DescriptorError, IntegerTypeError, OperationError, OutputMis
 from .inputs import as_array
 from .kernels import cpu
 from .seam import call_front_end, foreign_kind
-from .views import check_offset, diagonal, diagonals, made_by_numpy, normalize_axis, one_axis
+from .views import (
+    axis_index,
+    check_offset,
+    diagonal,
+    diagonals,
+    made_by_numpy,
+    normalize_axis,
+    one_axis,
+)
 
 __all__ = [
     "contract", "diagonal", "einsum", "diagonals", "elementwise_binary", "elementwise_trinary",
@@ -76,7 +84,7 @@ def sum_axes(axis, ndim):
     if axis is None:
         return tuple(range(ndim))
     single = one_axis(axis)
-    if ndim == 0 and single and normalize_axis(axis, 1) == 0:
+    if ndim == 0 and single and axis_index(axis) in (0, -1):
         return ()  # NumPy's reductions take axis 0 or -1 (not (0,)) of a 0-d array
     if not single and not hasattr(axis, "__iter__"):
         raise IntegerTypeError(f"axis must be an integer or a tuple of them, got {axis!r}")

@@ -235,21 +235,28 @@ def one_axis(axes):
                                                   and not hasattr(axes, "__iter__"))
 
 
-def normalize_axis(axis, ndim):
-    """``axis`` in range(ndim), negatives counted from the end; DescriptorError otherwise
-    (AxisError, also NumPy's, for an integer out of range).  An axis is what NumPy reads
-    as an integer (``operator.index``), not a bool.
+def axis_index(axis):
+    """``axis`` as the int NumPy reads it as (``operator.index``: a NumPy integer, a 0-d
+    integer array, an object with ``__index__``); a bool or anything else raises
+    IntegerTypeError.
 
-    >>> normalize_axis(np.array(-1), 3)
-    2
+    >>> axis_index(np.array(-1))
+    -1
     """
-    if not isinstance(axis, int) or isinstance(axis, bool):
-        try:
-            if isinstance(axis, bool | np.bool_):
-                raise TypeError
-            axis = operator.index(axis)
-        except TypeError:
-            raise IntegerTypeError(f"axis must be an integer, got {axis!r}") from None
+    if type(axis) is int:
+        return axis
+    try:
+        if isinstance(axis, bool | np.bool_):
+            raise TypeError
+        return operator.index(axis)
+    except TypeError:
+        raise IntegerTypeError(f"axis must be an integer, got {axis!r}") from None
+
+
+def normalize_axis(axis, ndim):
+    """``axis`` (:func:`axis_index`) in range(ndim), negatives counted from the end;
+    DescriptorError otherwise (AxisError, also NumPy's, for an integer out of range)."""
+    axis = axis_index(axis)
     if not -ndim <= axis < ndim:
         raise AxisError(f"axis {axis} is out of range for a tensor of rank {ndim}")
     return int(axis) % ndim

@@ -193,7 +193,7 @@ def test_large_and_small_sectors_mix_gathered_and_direct_work():
     b = sym.BlockTensor.random((leg.conj(), phys.conj(), leg), dtype=np.complex128, rng=1)
     spec = contract_module._spec(a.legs, tuple("lpm"), b.legs, tuple("lpr"), tuple("mr"))
     schedule = contract_module._schedule(spec, tuple(a.blocks), tuple(b.blocks), a.dtype,
-                                         b.dtype, (a.flux, b.flux))
+                                         b.dtype, a.group, (a.flux, b.flux))
     assert schedule.sectors and schedule.direct
     c = sym.contract(a, "lpm", b, "lpr", "mr")  # sums over l and p
     assert close(c.to_dense(), np.einsum("lpm,lpr->mr", a.to_dense(), b.to_dense()),
@@ -237,7 +237,7 @@ def test_sectors_of_one_layout_run_batched(group, dim, dtype_a, dtype_b, data):
         a = sym.BlockTensor.random((u1, u1.conj()), rng=0)
         spec = contract_module._spec(a.legs, "ij", a.legs, "jk", "ik")
         schedule = contract_module._schedule(spec, tuple(a.blocks), tuple(a.blocks), a.dtype,
-                                             a.dtype, (a.flux, a.flux))
+                                             a.dtype, a.group, (a.flux, a.flux))
         assert [gather.shape for gather, _ in schedule.sectors] == [(5, 1, 1)]
         t = sym.BlockTensor.random((u1, u1, u1.conj(), u1.conj()), rng=0)
         schedule = trace_module._schedule(t.group, t.legs, t.flux, tuple(t.blocks), ((0, 2),),

@@ -96,12 +96,10 @@ def _spec(legs_a, modes_a, legs_b, modes_b, modes_out):
 
 
 @functools.lru_cache(maxsize=256)
-def _schedule(spec, keys_a, keys_b, dtype_a, dtype_b, fluxes):
+def _schedule(spec, keys_a, keys_b, dtype_a, dtype_b, group, fluxes):
     """The schedule of a structure, its blocks' keys checked (``fluxes``: a's and b's)."""
-    group = spec.legs_a[0].group if spec.legs_a else spec.legs_b[0].group if spec.legs_b else None
-    if group is not None:
-        check_keys(group, spec.legs_a, fluxes[0], keys_a)
-        check_keys(group, spec.legs_b, fluxes[1], keys_b)
+    check_keys(group, spec.legs_a, fluxes[0], keys_a)
+    check_keys(group, spec.legs_b, fluxes[1], keys_b)
     return _Schedule(spec, keys_a, keys_b, dtype_a, dtype_b)
 
 
@@ -195,11 +193,13 @@ class _Schedule:
         self.direct = []
         for out_key, key_pairs in by_key.items():
             shape = block_shape(spec.legs, out_key)
-            steps = [(ia, ib, block_shape(spec.legs_a, keys_a[ia]),
-                      block_shape(spec.legs_b, keys_b[ib]), dense.contraction_plan(
-                block_shape(spec.legs_a, keys_a[ia]), dtype_a, spec.modes_a,
-                block_shape(spec.legs_b, keys_b[ib]), dtype_b, spec.modes_b, shape,
-                self.dtype, spec.modes_out, k > 0)) for k, (ia, ib) in enumerate(key_pairs)]
+            steps = []
+            for k, (ia, ib) in enumerate(key_pairs):
+                shape_a = block_shape(spec.legs_a, keys_a[ia])
+                shape_b = block_shape(spec.legs_b, keys_b[ib])
+                steps.append((ia, ib, shape_a, shape_b, dense.contraction_plan(
+                    shape_a, dtype_a, spec.modes_a, shape_b, dtype_b, spec.modes_b, shape,
+                    self.dtype, spec.modes_out, k > 0)))
             self.direct.append((out_key, shape, steps))
 
     def _add(self, spec, sectors):
@@ -290,7 +290,7 @@ def contract(a, modes_a, b, modes_b, modes_out):
     if spec.swap:  # b's free legs lead the output: b is the row side
         a, modes_a, b, modes_b = b, modes_b, a, modes_a
         spec = _spec(a.legs, modes_a, b.legs, modes_b, modes_out)
-    schedule = _schedule(spec, tuple(a.blocks), tuple(b.blocks), a.dtype, b.dtype,
+    schedule = _schedule(spec, tuple(a.blocks), tuple(b.blocks), a.dtype, b.dtype, a.group,
                          (a.flux, b.flux))
     blocks = schedule.run(tuple(a.blocks.values()), tuple(b.blocks.values()))
     return BlockTensor._new(spec.legs, a.group.fuse(a.flux, b.flux), blocks, schedule.dtype,

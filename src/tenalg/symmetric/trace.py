@@ -65,10 +65,10 @@ class _Schedule:
                                                   dtype))
                 continue
             for out_key, ns in outputs:
-                self.direct.append((out_key, shape, [(n, block_shape(legs, keys[n]),
-                                                      dense.reduction_plan(
-                    block_shape(legs, keys[n]), dtype, tuple(modes), shape, dtype, self.kept,
-                    k > 0)) for k, n in enumerate(ns)]))
+                shapes = [block_shape(legs, keys[n]) for n in ns]
+                self.direct.append((out_key, shape, [(n, block, dense.reduction_plan(
+                    block, dtype, tuple(modes), shape, dtype, self.kept, k > 0))
+                    for k, (n, block) in enumerate(zip(ns, shapes, strict=True))]))
 
     def _gather(self, legs, keys, pairs, outputs, diagonals, shape, dtype):
         """The diagonals of each output's blocks along one axis (output blocks stacked
