@@ -335,6 +335,44 @@ def test_plan_execution_errors():
     np.testing.assert_array_equal(out, np.full((2, 2), 3.0))
 
 
+def test_plans_keep_the_strict_out_rule_and_layouts_stay_in_their_buffers():
+    """Found by a probe: a plan wrote a complex result into a real out (ComplexWarning),
+    integer plans (NumPy's einsum) took an out aliasing an operand and raised NumPy's
+    errors, and as_strided layouts past their buffer were read and written."""
+    z = np.array([[1 + 2j, 0], [0, 3 - 1j]])
+    for expr, operands in (("ij,jk->ik", (z, z)), ("ij->j", (z,))):
+        plan = einsum_plan(expr, *operands)
+        out = np.zeros(plan(*operands).shape)
+        with pytest.raises(ta.OutputTypeError):
+            plan(*operands, out=out)
+        assert not out.any()
+    a, b = np.arange(9).reshape(3, 3), 2 * np.eye(3, dtype=np.int64)
+    plan = einsum_plan("ij,jk->ik", a, b)  # NumPy's einsum runs it, under the plan's rule
+    with pytest.raises(ta.AliasError):
+        plan(a, b, out=a)
+    held = np.zeros((3, 3), np.int64)
+    held.flags.writeable = False
+    with pytest.raises(ta.OutputMismatchError, match="read-only"):
+        plan(a, b, out=held)
+    with pytest.raises(ta.OutputMismatchError, match="extents"):
+        plan(a, b, out=np.zeros((3, 2), np.int64))
+    with pytest.raises(ta.OutputTypeError):
+        plan(a, b, out=np.zeros((3, 3), np.int8))
+    np.testing.assert_array_equal(plan(a, b, out=np.zeros((3, 3), np.int64)), a @ b)
+    host = np.zeros(64)
+    outside = np.lib.stride_tricks.as_strided(  # 4 elements' buffer, reaching 28
+        np.frombuffer(memoryview(host)[:4], np.float64), (4, 4), (64, 8))
+    ones = np.ones((4, 4))
+    for run in (lambda: einsum_plan("ij,jk->ik", ones, ones)(ones, ones, out=outside),
+                lambda: einsum("ij,jk->ik", ones, ones, out=outside),
+                lambda: einsum("ij,jk->ik", outside, ones),
+                lambda: einsum("ij->", outside),
+                lambda: einsum_plan("ij,jk->ik", outside, ones)(outside, ones)):
+        with pytest.raises(ta.BoundsError):
+            run()
+    assert not host.any()
+
+
 def test_descriptor_errors():
     raw = np.zeros(17, np.uint8)[1:].view(np.float64)  # misaligned is fine, odd strides are not
     odd = np.lib.stride_tricks.as_strided(np.zeros(8), (2,), (12,))

@@ -65,7 +65,7 @@ from .operations import Operation
 from .plan import Plan
 from .plan_cache import PlanCache
 from .seam import call_front_end, foreign_kind
-from .views import diagonal_calls, diagonal_steps, made_by_numpy, strided_view
+from .views import check_inside, diagonal_calls, diagonal_steps, made_by_numpy, strided_view
 
 LABELS = string.ascii_letters
 OPTIMIZERS = ("auto", "greedy", "optimal", "dp", "branch-all", "branch-2", "branch-1",
@@ -408,6 +408,14 @@ class EinsumPlan:
             if type(x) is not np.ndarray or (x.shape, x.strides, x.dtype) != layout:
                 self._check(arrays)
                 break
+            if x.base is not None:
+                check_inside(x, "operand")
+        if out is not None:  # the plan's strict rule (the front end's is NumPy's)
+            if type(out) is np.ndarray and out.dtype != self.dtype:  # NumPy's own for its
+                check_out_cast(self.dtype, out,  # einsum (whose error is not tenalg's)
+                               "same_kind" if self.numpy is None else self.casting)
+            if self.numpy is not None:
+                self._check_out(out, arrays)
         return self._run(arrays, out)
 
     def _run(self, arrays, out):
@@ -438,6 +446,8 @@ class EinsumPlan:
         it first).  (The plan's own ``out=`` refuses both.)"""
         if self._cast_error is not None:
             raise self._cast_error
+        if isinstance(out, np.ndarray):
+            check_inside(out, "out")
         if self.numpy is not None:
             return self.numpy(arrays, out)
         # NumPy's optimized path (two operands or more) writes a 0-d result into out
@@ -471,25 +481,31 @@ class EinsumPlan:
                     f"operand {k}: layout {x.shape} {x.strides} {x.dtype} differs from the "
                     f"planned {shape} {strides} {dtype}")
 
-    def _runner_for(self, out, arrays):
+    def _check_out(self, out, arrays, known=False):
+        """The checks of an ``out`` before anything is written: an ndarray, writeable,
+        inside its buffer, sharing no memory with an operand; of the result's extents
+        unless its layout is ``known`` (run before)."""
         if not isinstance(out, np.ndarray):
             raise OutputMismatchError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
         if not out.flags.writeable:
             raise OutputMismatchError("out is read-only")
-        # keyed by out's layout: a descriptor made per call cost a small einsum into out
-        # half of its 16.5 us (a rounding sweep writes every bond's product into a buffer)
-        layout = (out.shape, out.strides, out.dtype)
-        built = self._runs.get(layout)
-        if built is None:
-            descriptor = TensorDescriptor.from_array(out, "out")
+        if not known:
             expected = tuple(self.extents[m] for m in self.out_modes)
-            if descriptor.extents != expected:
-                raise OutputMismatchError(
-                    f"out: extents {descriptor.extents}, expected {expected}")
+            if out.shape != expected:
+                raise OutputMismatchError(f"out: extents {out.shape}, expected {expected}")
+        check_inside(out, "out")
         for k, x in enumerate(arrays):
             if np.may_share_memory(out, x) and np.shares_memory(out, x, max_work=100_000):
                 raise AliasError(f"out shares memory with operand {k}")
+
+    def _runner_for(self, out, arrays):
+        # keyed by out's layout: a descriptor made per call cost a small einsum into out
+        # half of its 16.5 us (a rounding sweep writes every bond's product into a buffer)
+        layout = (out.shape, out.strides, out.dtype) if isinstance(out, np.ndarray) else None
+        built = self._runs.get(layout)
+        self._check_out(out, arrays, known=built is not None)
         if built is None:
+            descriptor = TensorDescriptor.from_array(out, "out")
             with self._lock:
                 if len(self._runs) > 16:
                     self._runs.clear()
@@ -620,6 +636,8 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
             key = key[:6] + tuple((x.shape, x.strides, x.dtype) for x in arrays)
             break
         key += ((x.shape, x.strides, x.dtype),)
+        if x.base is not None:
+            check_inside(x, "operand")
     plan = PLANS.get(key)
     if plan is None:
         plan = PLANS.put(key, EinsumPlan(subscripts, *arrays, dtype=dtype,

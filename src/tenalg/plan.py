@@ -30,7 +30,7 @@ from .errors import (
     ScalarCountError,
 )
 from .operations import SCALARS, Operation, input_name
-from .views import check_in_buffer, made_by_numpy
+from .views import check_inside, made_by_numpy
 
 # the deprecated ``kernels=``'s values, each also a ``backend=`` value
 _KERNELS = ("auto", "cpu", "reference")
@@ -204,9 +204,7 @@ class Plan:
             if not strides_match(x.strides, strides, extents):
                 raise InputMismatchError(f"input {name}: byte strides {x.strides}, the plan has "
                                          f"{strides}")
-            if not made_by_numpy(x):
-                check_in_buffer(x, 0, x.shape, [s // x.itemsize for s in x.strides],
-                                f"input {name}")
+            check_inside(x, f"input {name}")
 
     def _check_output(self, out, arrays):
         extents, strides, dtype = self._out_expected
@@ -215,8 +213,7 @@ class Plan:
             self._check_output_in_detail(out)
         if not out.flags.writeable:
             raise OutputMismatchError("out is read-only")
-        if not (out.base is None or made_by_numpy(out)):
-            check_in_buffer(out, 0, out.shape, [s // out.itemsize for s in out.strides], "out")
+        check_inside(out, "out")
         addend = len(self.operation.inputs) if self.operation.addend is not None else None
         for k, x in enumerate(arrays):
             if not np.may_share_memory(out, x):

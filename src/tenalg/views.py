@@ -73,17 +73,30 @@ def check_in_buffer(a, offset, extents, strides, what="view"):
     """Raise BoundsError unless the layout stays inside ``a``'s buffer (element units)."""
     item = a.dtype.itemsize
     bounds = _byte_bounds(extents, [s * item for s in strides])
-    if bounds is None:
+    if bounds is not None:
+        _refuse_outside(a, a.__array_interface__["data"][0] + offset * item, bounds,
+                        f"{what}: extents {tuple(extents)} with strides {tuple(strides)} at "
+                        f"offset {offset}")
+
+
+def check_inside(x, what):
+    """Raise BoundsError unless every element of the array ``x`` lies in the buffer it
+    views; looked at only where ``x`` is not :func:`made_by_numpy` (an ``as_strided``
+    layout), since NumPy's own views cannot leave their buffer."""
+    if x.base is None or made_by_numpy(x):
         return
-    origin = a.__array_interface__["data"][0] + offset * item
+    bounds = _byte_bounds(x.shape, x.strides)
+    if bounds is not None:
+        _refuse_outside(x, x.__array_interface__["data"][0], bounds,
+                        f"{what}: extents {x.shape} with byte strides {x.strides}")
+
+
+def _refuse_outside(a, origin, bounds, about):
     first, last = buffer_interval(a)
-    low, high = origin + bounds[0], origin + bounds[1] + item - 1
+    low, high = origin + bounds[0], origin + bounds[1] + a.dtype.itemsize - 1
     if low < first or high > last:
-        raise BoundsError(
-            f"{what}: extents {tuple(extents)} with strides {tuple(strides)} at offset "
-            f"{offset} reach bytes [{low - first}, {high - first}] of a "
-            f"{last - first + 1}-byte buffer"
-        )
+        raise BoundsError(f"{about} reach bytes [{low - first}, {high - first}] of a "
+                          f"{last - first + 1}-byte buffer")
 
 
 def strided_view(a, extents, strides, offset=0, writeable=False):
