@@ -113,6 +113,21 @@ def test_trace_and_partial_trace(client):
     _close(np.asarray(ta.trace(m)), np.asarray(np.trace(m)))
 
 
+def test_front_ends_of_integer_axes_split_chunks_for_a_small_limit(client):
+    """sum, permute, trace and partial_trace label axes with ints: a memory model that
+    had to split their chunks raised 'keywords must be strings' (einsum's str labels
+    did not)."""
+    x = _rand((64, 64))
+    d = da.from_array(x, chunks=64)
+    limit = 8 << 10  # a 32 KB chunk against 4 KB tasks
+    for got, want in ((tad.sum(d, axis=0, memory_limit=limit), x.sum(axis=0)),
+                      (tad.permute(d, memory_limit=limit), x.T),
+                      (tad.trace(d, memory_limit=limit), np.trace(x)),
+                      (tad.partial_trace(d, [(0, 1)], memory_limit=limit), np.trace(x))):
+        assert got.npartitions > 1 or got.ndim == 0
+        _close(got.compute(), np.asarray(want))
+
+
 def test_permute(client):
     x = _rand((5, 1, 6, 3), np.float32)
     got = tad.permute(da.from_array(x, chunks=(2, 1, 4, 3)), (2, 0, 3, 1), alpha=2).compute()

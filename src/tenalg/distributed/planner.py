@@ -92,7 +92,7 @@ def plan_chunks(extents, operands, out_labels, itemsize, budget, given=None, spl
         best, saved = None, 0
         for x, s in sizes.items():
             if s > 1:
-                trial = dict(sizes, **{x: (s + 1) // 2})
+                trial = {**sizes, x: (s + 1) // 2}
                 gain = cost(sizes) - cost(trial)
                 if gain > saved:
                     best, saved = x, gain
