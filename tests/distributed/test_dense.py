@@ -203,6 +203,22 @@ def test_run_operation(client):
     assert not tad.BACKEND.supports(perm, "numpy")
 
 
+def test_an_addend_is_read_by_its_modes_and_unary(client):
+    """The dask backend added C as given (found by a probe: A @ B + C where the NumPy
+    plan gives A @ B + C.T, or + conj(C)); an addend lacking an output mode broadcasts."""
+    a, b = _rand((3, 4)), _rand((4, 5), seed=1)
+    c = _rand((5, 3), seed=2) + 1j * _rand((5, 3), seed=3)
+    for modes, unary, expected in (("ki", "identity", c.T), ("ki", "conjugate", c.T.conj()),
+                                   ("k", "identity", c[:, 0])):
+        addend = c if len(modes) == 2 else c[:, 0]
+        op = ta.Operation.contraction(ta.Operand(a, "ij"), ta.Operand(b, "jk"),
+                                      ta.Operand(addend, modes, unary), out_modes="ik")
+        got = ta.Plan(op, kind="dask").execute(
+            *(da.from_array(x, chunks=2) for x in (a, b, addend)), beta=2).compute()
+        _close(got, a @ b + 2 * expected, np.complex128)
+        _close(got, ta.Plan(op).execute(a, b, addend, beta=2), np.complex128)
+
+
 def test_peak_memory_within_twice_the_limit(client):
     """A worker's memory grows by at most twice the limit beyond the blocks it fetched
     from the other worker for its queued tasks (those are Dask's to bound)."""

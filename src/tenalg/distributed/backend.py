@@ -36,7 +36,9 @@ def _read(operand, array):
 
 def run_operation(operation, arrays, *, alpha=1, beta=0, addend=None, memory_limit=None):
     """``operation`` on ``arrays`` (Dask or NumPy, one per input) as a lazy Dask array
-    of the operation's output dtype: D = alpha * op(inputs) + beta * addend."""
+    of the operation's output dtype: D = alpha * op(inputs) + beta * addend, the addend
+    read as the operation's C (its modes and unary) where it has one, else taken in the
+    output's layout."""
     if operation.kind not in KINDS:
         raise OperationError(f"the dask backend does not run {operation.kind} operations")
     if len(arrays) != len(operation.inputs):
@@ -55,6 +57,8 @@ def run_operation(operation, arrays, *, alpha=1, beta=0, addend=None, memory_lim
         letters = dense._letters(*modes, out_modes)
         expression = ",".join(letters[:-1]) + "->" + letters[-1]
         result = dense.einsum(expression, *arrays, memory_limit=memory_limit)
+    if addend is not None and operation.addend is not None:
+        addend = _as_output(operation.addend, out_modes, addend)
     result = dense._scaled(result, alpha, addend, beta)
     return result.astype(np.dtype(operation.output.dtype), copy=False)
 
@@ -88,6 +92,17 @@ class DaskRunner:
 
 def _addend(operation, arrays):
     return arrays[len(operation.inputs)] if len(arrays) > len(operation.inputs) else None
+
+
+def _as_output(c, out_modes, array):
+    """The addend operand ``c``'s ``array`` read as the operation reads it (its unary) and
+    laid out as the output: its modes in the output's order, extent 1 for the output modes
+    it lacks."""
+    array = _read(c, dense._dask(array))
+    present = [m for m in out_modes if m in c.modes]
+    array = da.transpose(array, [c.modes.index(m) for m in present])
+    return array.reshape([array.shape[present.index(m)] if m in present else 1
+                          for m in out_modes])
 
 
 class DaskBackend:
