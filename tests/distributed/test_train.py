@@ -33,6 +33,19 @@ def test_round_matches_single_process(client, case):
     assert _rel(got.gather(), want) <= 1e-12
 
 
+def test_one_train_split_again_and_again(client):
+    """from_train scattered with hashed keys: the same cores, split again while the
+    last split's futures were being released, lost their data (FutureCancelledError on
+    the second round of a loop, found by a probe)."""
+    x = tt.random((10, 10, 10), 3, rng=8)
+    want = tt.round(x, 1e-10)
+    for _ in range(4):  # each round's input released as the next split is made
+        split = DistributedTrain.from_train(client, x)
+        got = split.round(1e-10)
+        del split
+    assert got.ranks == want.ranks and _rel(got.gather(), want) <= 1e-12
+
+
 def test_bad_options_and_dimensions_raise_before_any_task(client):
     x = DistributedTrain.random(client, (8, 8, 8), 2, seed=0)
     for kwargs in ({"eps": -1.0}, {"eps": float("nan")}, {"max_rank": 0}):

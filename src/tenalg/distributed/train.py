@@ -168,7 +168,10 @@ class DistributedTrain:
         """Split a single-process train over ``workers`` (default: all)."""
         workers = cls._workers(client, workers)
         splits = [_split(n, len(workers)) for n in train.dims]
-        parts = [[client.scatter(np.ascontiguousarray(c.array()[:, a:b, :]), workers=[w])
+        # unhashed: equal slices of another train (or this one, split again) get keys of
+        # their own, which the release of the first one's does not cancel
+        parts = [[client.scatter(np.ascontiguousarray(c.array()[:, a:b, :]), workers=[w],
+                                 hash=False)
                   for (a, b), w in zip(split, workers, strict=True)]
                  for c, split in zip(train.cores, splits, strict=True)]
         return cls(client, parts, splits, workers, [c.shape for c in train.cores])
