@@ -102,6 +102,20 @@ def test_sum(client, axis):
     _close(got, np.asarray(np.sum(x, axis=axis)))
 
 
+def test_narrow_integer_and_bool_dtypes_as_numpys(client):
+    """sum and trace with dtype=int8, int16 or bool wrap around (or OR) as NumPy's do:
+    the Dask path summed in int64 whatever dtype= said (found by a probe)."""
+    x = np.full((4, 6), 100, np.int8)
+    d = da.from_array(x, chunks=(3, 4))
+    for got, want in ((ta.sum(d, dtype=np.int8), np.sum(x, dtype=np.int8)),
+                      (ta.sum(d, axis=0, dtype=np.int16), np.sum(x, axis=0, dtype=np.int16)),
+                      (ta.trace(d, dtype=np.int8), np.trace(x, dtype=np.int8)),
+                      (ta.sum(d > 0, dtype=bool), np.sum(x > 0, dtype=bool))):
+        got = got.compute()
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
 def test_trace_and_partial_trace(client):
     x = _rand((6, 5, 6, 5))
     d = da.from_array(x, chunks=((1, 5), 2, (4, 2), (3, 2)))

@@ -172,8 +172,8 @@ def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, memory_
     return _scaled(result, alpha, c, beta)
 
 
-def _sum_block(axes, block):
-    return np.asarray(api.sum(block, axis=axes))
+def _sum_block(axes, dtype, block):
+    return np.asarray(api.sum(block, axis=axes, dtype=dtype))
 
 
 def _typed(a, dtype):
@@ -195,8 +195,8 @@ def sum(a, axis=None, dtype=None, keepdims=False, *, memory_limit=None,  # noqa:
     a = _typed(_dask(a), dtype)
     axes = api.sum_axes(axis, a.ndim)
     labels = tuple(range(a.ndim))
-    kernel = functools.partial(_sum_block, axes)
-    dtype = np.sum(np.zeros((1,) * a.ndim, a.dtype), axis=axes).dtype
+    kernel = functools.partial(_sum_block, axes, dtype)  # partials in dtype (int8 wraps)
+    dtype = np.sum(np.zeros((1,) * a.ndim, a.dtype), axis=axes, dtype=dtype).dtype
     total = blockwise(kernel, [a], [labels], tuple(x for x in labels if x not in axes), dtype,
                       memory_limit=memory_limit_of(memory_limit), split_every=split_every,
                       name="tenalg-sum")
@@ -205,8 +205,9 @@ def sum(a, axis=None, dtype=None, keepdims=False, *, memory_limit=None,  # noqa:
     return total
 
 
-def _trace_block(pairs, block):
-    return np.asarray(api.partial_trace(block, pairs))
+def _trace_block(pairs, dtype, block):
+    total = np.asarray(api.partial_trace(block, pairs))
+    return total if dtype is None else total.astype(dtype, copy=False)
 
 
 def partial_trace(a, pairs, *, memory_limit=None, split_every=4):
@@ -217,7 +218,13 @@ def partial_trace(a, pairs, *, memory_limit=None, split_every=4):
     >>> partial_trace(x, [(0, 2)]).compute().tolist()
     [[10.0, 12.0], [18.0, 20.0]]
     """
-    a = _dask(a)
+    return _traced(_dask(a), pairs, None, memory_limit, split_every)
+
+
+def _traced(a, pairs, dtype, memory_limit, split_every):
+    """:func:`partial_trace`, each task's sums cast to ``dtype`` (None: NumPy's type of
+    them): a narrow integer's partial sums wrap around as NumPy's sum in it does, a
+    bool's are any()."""
     pairs = [tuple(normalize_axis(x, a.ndim) for x in pair) for pair in pairs]
     if len({x for p in pairs for x in p}) != 2 * len(pairs):
         raise OperationError(f"axes repeat across the trace pairs {pairs}")
@@ -230,7 +237,7 @@ def partial_trace(a, pairs, *, memory_limit=None, split_every=4):
         labels[j] = labels[i]
     traced = {x for p in pairs for x in p}
     out = tuple(x for x in range(a.ndim) if x not in traced)
-    kernel = functools.partial(_trace_block, pairs)
+    kernel = functools.partial(_trace_block, pairs, dtype)
     dtype = kernel(np.zeros((1,) * a.ndim, a.dtype)).dtype
     return blockwise(kernel, [a], [tuple(labels)], out, dtype,
                      memory_limit=memory_limit_of(memory_limit), split_every=split_every,
@@ -247,8 +254,7 @@ def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, memory_limit=None, split
     """
     a = _typed(_dask(a), dtype)
     a = a[api.offset_index(a, (axis1, axis2), offset)] if check_offset(offset) else a
-    return partial_trace(a, [(axis1, axis2)], memory_limit=memory_limit,
-                         split_every=split_every)
+    return _traced(a, [(axis1, axis2)], dtype, memory_limit, split_every)
 
 
 def _permute_block(axes, alpha, block):
