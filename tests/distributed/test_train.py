@@ -46,6 +46,21 @@ def test_one_train_split_again_and_again(client):
     assert got.ranks == want.ranks and _rel(got.gather(), want) <= 1e-12
 
 
+@pytest.mark.parametrize("scale", [1e-170, 1e160, 1.0])
+def test_extreme_norms_and_eps_zero_round_as_tt_round(client, scale):
+    """Found by a probe: below about 1e-162 the squared singular values underflowed and
+    every bond kept rank 1 (an 80% error), at 1e160 the slices' Gram matrices overflowed
+    into SciPy's ValueError, and at eps 0 a sum kept its roundoff ranks ((1, 6, 6, 1) for
+    x + x) where tt.round's noise floor drops them."""
+    base = tt.random((10, 10, 10), 3, rng=8)
+    x = (base + base) * scale
+    for eps in (1e-10, 0.0):
+        want = tt.round(x, eps)
+        got = DistributedTrain.from_train(client, x).round(eps).gather()
+        assert got.ranks == want.ranks == base.ranks
+        assert _rel(got * (1 / scale), want * (1 / scale)) <= 1e-12
+
+
 def test_bad_options_and_dimensions_raise_before_any_task(client):
     x = DistributedTrain.random(client, (8, 8, 8), 2, seed=0)
     for kwargs in ({"eps": -1.0}, {"eps": float("nan")}, {"max_rank": 0}):

@@ -29,6 +29,8 @@ import scipy.linalg as sla
 
 from .. import tt
 from ..errors import OperationError
+from ..linalg.lapackcalls import unit_roundoff
+from ..tt.linalg.sweeps import NOISE
 from . import cluster, threads
 from .futures import first_failure, task_key
 
@@ -55,17 +57,25 @@ def _vertical(g):
 # Cholesky QR's second pass is taken where the first one's Q has a Gram matrix this close
 # to the identity (||Q1^H Q1 - I||_F); its Q is then orthonormal to a few rounding errors
 CHOLESKY_QR2_LIMIT = 1e-2
+GRAM_RANGE = 900  # Gram entries between 2^-900 and 2^900 keep Cholesky QR in range
 
 
 def _cholesky_qr2(a):
     """(R, R^-1) of a = Q R by Cholesky QR twice (Q = a R^-1), or None where the Gram matrix is
-    not positive definite or the first pass's Q is too far from orthonormal (cond(a)
-    near 1/sqrt(u): Householder's turn).  Three passes over a, each a GEMM: for a
-    262144 x 32 slice of W1, 55 ms against LAPACK's QR's 730 ms (one thread), whose
-    panel of 32 columns is level-2 work, a pass over the slice per column."""
+    not positive definite, over- or underflows (entries beyond 2^+-GRAM_RANGE: its squares
+    leave the range where they are exact to rounding), or the first pass's Q is too far
+    from orthonormal (cond(a) near 1/sqrt(u)): Householder's turn, whose norms are
+    scaled.  Three passes over a, each a GEMM: for a 262144 x 32 slice of W1, 55 ms
+    against LAPACK's QR's 730 ms (one thread), whose panel of 32 columns is level-2
+    work, a pass over the slice per column."""
     eye = np.eye(a.shape[1], dtype=a.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # refused below
+        gram = a.conj().T @ a
+    top = float(np.abs(np.diagonal(gram)).max()) if gram.size else 1.0
+    if not 2.0 ** -GRAM_RANGE < top < 2.0 ** GRAM_RANGE:  # NaN too
+        return None
     try:
-        r1 = sla.cholesky(a.conj().T @ a)
+        r1 = sla.cholesky(gram)
         r1_inv = sla.solve_triangular(r1, eye)
         q1 = a @ r1_inv
         g2 = q1.conj().T @ q1
@@ -105,19 +115,27 @@ def _stacked_qr(*factors):
 
 def _keep(s, delta, max_rank):
     """The smallest k >= 1 whose discarded tail sum_{i>=k} s_i^2 is at most delta^2,
-    capped by max_rank."""
-    tail = np.concatenate([np.cumsum((s ** 2)[::-1])[::-1], [0.0]])
-    k = int(np.argmax(tail[1:] <= delta ** 2)) + 1
+    capped by max_rank; squares taken relative to s_0 (1e-170 squared is 0, 1e160 inf).
+
+    >>> _keep(np.array([3e-170, 1e-170, 1e-190]), 1e-180, None)
+    2
+    """
+    top = s[0] if s.size and 0 < s[0] < np.inf else 1.0
+    tail = np.concatenate([np.cumsum(((s / top) ** 2)[::-1])[::-1], [0.0]])
+    k = int(np.argmax(tail[1:] <= (delta / top) ** 2)) + 1
     return min(k, max_rank) if max_rank is not None else k
 
 
 def _small_svd(tol, max_rank, previous, *factors):
     """Truncated SVD of the stacked R of the workers' ``factors``: (U_k-rotated Q blocks,
-    S_k V_k^H, delta); delta is ``previous``'s, or set here on the first core (None)."""
+    S_k V_k^H, delta); delta is ``previous``'s, or set here on the first core (None), the
+    tolerance raised to the noise floor of tt.round's sweep (NOISE u relative: at eps 0 a
+    sum's roundoff ranks go as they go there)."""
     r, blocks = _stacked_qr(*factors)
     u, s, vh = np.linalg.svd(r, full_matrices=False)
     # ||X|| is the norm of the first core once the others are orthonormal
-    delta = tol * float(np.linalg.norm(s)) if previous is None else previous[2]
+    floor = NOISE * unit_roundoff(r.dtype)
+    delta = max(tol, floor) * math.hypot(*s) if previous is None else previous[2]
     k = _keep(s, delta, max_rank)
     return [b @ u[:, :k] for b in blocks], s[:k, None] * vh[:k], delta
 
