@@ -142,6 +142,17 @@ def test_front_ends_of_integer_axes_split_chunks_for_a_small_limit(client):
         _close(got.compute(), np.asarray(want))
 
 
+def test_unknown_chunk_sizes_and_numpys_path_spelling(client):
+    m = _rand((5, 4))
+    d = da.from_array(m, chunks=2)
+    unknown = d[d[:, 0] > 0.3]  # nan chunk sizes
+    for run in (lambda: ta.einsum("ij,kj->ik", unknown, d), lambda: ta.sum(unknown, axis=0)):
+        with pytest.raises(ta.OperationError, match="compute_chunk_sizes"):
+            run()
+    got = ta.einsum("ij,jk,kl->il", d, d.T, d, optimize=["einsum_path", (1, 2), (0, 1)])
+    _close(got.compute(), m @ m.T @ m)
+
+
 def test_permute(client):
     x = _rand((5, 1, 6, 3), np.float32)
     got = tad.permute(da.from_array(x, chunks=(2, 1, 4, 3)), (2, 0, 3, 1), alpha=2).compute()

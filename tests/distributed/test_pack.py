@@ -109,6 +109,24 @@ def test_bad_rounding_options_raise_before_any_task(client):
     assert dp.last_tasks == tasks
 
 
+def test_a_closed_or_missing_client_is_named_before_anything_is_sent():
+    """Found by a probe: AttributeErrors from inside Dask ('NoneType' object has no
+    attribute 'identity' / 'sync'), or a FutureCancelledError from gather()."""
+    from distributed import Client
+
+    from tenalg.distributed import DistributedTrain
+
+    pack = tt.TrainPack([tt.random((3, 3), 2, rng=b) for b in range(4)])
+    with Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None,
+                set_as_default=False) as closing:
+        split = DistributedPack.from_pack(closing, pack)
+    for run in (lambda: DistributedPack.from_pack(closing, pack), split.norm, split.gather,
+                lambda: DistributedTrain.from_train(closing, pack[0, 0]),
+                lambda: DistributedPack.from_pack(None, pack, workers=["tcp://x"])):
+        with pytest.raises(OperationError, match="running dask.distributed Client"):
+            run()
+
+
 def test_worker_killed_mid_round(client):
     p = _pack(2, 256, 7)
     dp = DistributedPack.from_pack(client, tt.add(p, p).copy())

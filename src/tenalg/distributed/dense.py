@@ -14,6 +14,7 @@ True
 """
 
 import functools
+import math
 
 import dask  # optional dependency: imported only in tenalg.distributed
 import dask.array as da
@@ -59,7 +60,12 @@ def memory_limit_of(memory_limit=None):
 
 
 def _dask(x):
-    return x if isinstance(x, da.Array) else da.asarray(x)
+    """``x`` as a Dask array of known chunk sizes (the memory model reads them)."""
+    x = x if isinstance(x, da.Array) else da.asarray(x)
+    if any(math.isnan(c) for chunks in x.chunks for c in chunks):
+        raise OperationError("a Dask array of unknown chunk sizes (nan, after boolean "
+                             "indexing say): call its compute_chunk_sizes() first")
+    return x
 
 
 def _einsum_block(subscripts, *blocks):
@@ -79,10 +85,15 @@ def contraction_path(subscripts, *shapes, optimize="auto"):
 
     >>> contraction_path("ij,jk,kl->il", (2, 30), (30, 40), (40, 5))
     [(0, 1), (0, 1)]
+    >>> contraction_path("ij,jk,kl->il", (2, 3), (3, 4), (4, 5),
+    ...                  optimize=["einsum_path", (1, 2), (0, 1)])
+    [(1, 2), (0, 1)]
     """
     if len(shapes) < 3:
         return [tuple(range(len(shapes)))]
     optimize = "auto" if optimize in (True, "auto", None) else optimize
+    if isinstance(optimize, list | tuple) and optimize and optimize[0] == "einsum_path":
+        optimize = list(optimize[1:])  # NumPy's spelling of an explicit path
     return list(opt_einsum.contract_path(subscripts, *shapes, shapes=True,
                                          optimize=optimize)[0])
 

@@ -131,9 +131,12 @@ class DistributedPack:
     blocks; build it with :meth:`from_pack` or :meth:`generate`."""
 
     def __init__(self, client, parts, tiles, workers, nvars, mesh):
-        self.client, self.parts, self.tiles = client, list(parts), [list(t) for t in tiles]
+        self._client, self.parts, self.tiles = client, list(parts), [list(t) for t in tiles]
         self.workers, self.nvars, self.mesh = list(workers), nvars, tuple(mesh)
         self.last_tasks = len(self.parts)
+
+    client = property(lambda self: cluster.running(self._client),
+                      doc="The client, checked to be running (else OperationError).")
 
     nblocks = property(lambda self: sum(len(t) for t in self.tiles), doc="Blocks in all.")
     shape = property(lambda self: (self.nvars, self.nblocks), doc="(nvars, nblocks).")
@@ -147,7 +150,7 @@ class DistributedPack:
         mesh = (nblocks,) if mesh is None else tuple(mesh)
         if int(np.prod(mesh)) != nblocks:
             raise OperationError(f"a mesh {mesh} does not hold {nblocks} blocks")
-        workers = list(workers or sorted(cluster.workers(client)))
+        workers = cluster.placed(client, workers)
         tiles = stencil.split_rows(mesh, len(workers))
         return mesh, tiles, workers[: len(tiles)]
 

@@ -169,9 +169,12 @@ class DistributedTrain:
     ``parts[k][p]`` is the future of ``core_k[:, splits[k][p], :]`` on worker p."""
 
     def __init__(self, client, parts, splits, workers, shapes):
-        self.client, self.parts, self.splits = client, parts, splits
+        self._client, self.parts, self.splits = client, parts, splits
         self.workers, self.shapes = list(workers), [tuple(s) for s in shapes]
         self.last_tasks = 0
+
+    client = property(lambda self: cluster.running(self._client),
+                      doc="The client, checked to be running (else OperationError).")
 
     dims = property(lambda self: tuple(s[1] for s in self.shapes), doc="Mode sizes.")
     ranks = property(lambda self: tuple([s[0] for s in self.shapes] + [self.shapes[-1][2]]),
@@ -179,7 +182,7 @@ class DistributedTrain:
 
     @classmethod
     def _workers(cls, client, workers):
-        return list(workers or sorted(cluster.workers(client)))
+        return cluster.placed(client, workers)
 
     @classmethod
     def from_train(cls, client, train, workers=None):
