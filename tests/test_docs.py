@@ -48,4 +48,4 @@ def run_blocks(path, namespace):
 def test_code_blocks_run(path, tmp_path, monkeypatch):
     pytest.importorskip("matplotlib").use("Agg")  # no windows from examples that plot
     monkeypatch.chdir(tmp_path)  # files an example writes land in a scratch directory
-    run_blocks(path, {"__name__": f"docs_{path.stem}"})
+    run_blocks(path, {"__name__": "__main__"})  # as a script runs them (guards included)
