@@ -166,6 +166,7 @@ def test_dtypes_of_the_results(dtype, factors, values):
     (((0,), (0,)), {}, OperationError),
     (((0,), ()), {}, OperationError),
     (((0, 0), (1,)), {}, OperationError),
+    (((0, 0),), {}, OperationError),  # no column axes given: a TypeError before
     (((0,),), {"max_rank": 0}, OperationError),
     (((0,),), {"max_rank": 1.5}, OperationError),
     (((0,),), {"eps": -1e-3}, OperationError),

@@ -77,8 +77,8 @@ def _bipartition(ndim, row_axes, col_axes):
     cols = (tuple(ax for ax in range(ndim) if ax not in rows) if col_axes is None
             else normalize_axes(col_axes, ndim))
     if sorted(rows + cols) != list(range(ndim)):
-        raise OperationError(f"row axes {tuple(row_axes)} and column axes {tuple(col_axes)} "
-                             f"must name each of the {ndim} axes once")
+        raise OperationError(f"row axes {rows} and column axes {cols} must name each of "
+                             f"the {ndim} axes once")
     return rows, cols
 
 
