@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 
@@ -120,6 +121,19 @@ def test_bench_list_and_no_match(capsys):
     assert not any("transpose-8192x8192" in line for line in listed)  # not quick
     assert main(["bench", "--only", "no-such-workload"]) == 2
     assert "no workload matches" in capsys.readouterr().err
+    assert main(["bench", "--list", "--group", "tt", "--only", "sym"]) == 2  # as without --list
+    assert "no workload matches" in capsys.readouterr().err
+
+
+def test_a_listing_cut_short_by_its_reader_ends_quietly():
+    """tenalg bench --list | head -1 printed a BrokenPipeError traceback."""
+    listing = subprocess.Popen([sys.executable, "-m", "tenalg", "bench", "--list"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})  # line by line
+    listing.stdout.readline()
+    listing.stdout.close()  # as head does after its line
+    assert listing.wait(timeout=120) == 1
+    assert listing.stderr.read() == b""
 
 
 def test_bench_refuses_an_out_it_cannot_write_before_measuring(tmp_path, capsys, monkeypatch):
@@ -160,6 +174,9 @@ def test_bench_needs_a_number_for_repeat_time(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["bench", "--repeat-time", "soon"])
     assert stop.value.code == 2
+    for seconds in ("-1", "0", "nan"):
+        assert main(["bench", "--only", "small-sum", "--repeat-time", seconds]) == 2
+        assert "more than 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, shapes, dtype", [

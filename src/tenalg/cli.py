@@ -98,6 +98,10 @@ def main(argv=None):
     except TenalgError as error:
         print(f"tenalg {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader left (tenalg bench --list | head -1): no traceback,
+        # and none either from the interpreter's flush of stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def _compile(args):
@@ -138,6 +142,12 @@ def _explain(args):
 def _bench(args):
     from .bench import limits, load, registry, report, runner  # Numba, workloads: lazily
 
+    if args.load < 0:
+        print("tenalg bench: --load takes a number of processes, 0 or more", file=sys.stderr)
+        return 2
+    if args.repeat_time is not None and not args.repeat_time > 0:
+        print("tenalg bench: --repeat-time takes seconds, more than 0", file=sys.stderr)
+        return 2
     # progress from the first second: importing the workloads' modules (torch among them)
     # takes seconds before the count of steps is known
     bar = None if args.no_progress or args.list else runner.Progress(None)
@@ -145,16 +155,14 @@ def _bench(args):
         bar.step("collecting the workloads")
     chosen = registry.select(registry.all_workloads(), quick=args.quick, only=args.only,
                              group=args.group)
-    if args.list:
-        for w in chosen:
-            print(f"{w.name}  ({w.group}{', quick' if w.quick else ''})")
-        return 0
     if not chosen:
         print("tenalg bench: no workload matches (see tenalg bench --list)", file=sys.stderr)
         return 2
-    if args.load < 0:
-        print("tenalg bench: --load takes a number of processes, 0 or more", file=sys.stderr)
-        return 2
+    if args.list:
+        for w in chosen:
+            print(f"{w.name}  ({w.group}{', quick' if w.quick else ''})")
+        sys.stdout.flush()  # a reader gone shows here, not at the interpreter's exit
+        return 0
     try:  # before minutes of measuring, not after
         os.makedirs(args.out, exist_ok=True)
     except OSError as error:
