@@ -464,3 +464,15 @@ def test_numpys_one_pass_is_called_bare_for_a_new_result(expr):
     got, expected = einsum(expr, *arrays), np.einsum(expr, *arrays)
     assert type(got) is type(expected) and got.dtype == expected.dtype
     np.testing.assert_array_equal(got, expected)
+
+
+def test_explain_writes_ellipsis_axes_and_long_labels_readably():
+    """explain() printed einsum's internal ('...', 0) labels, and ran labels of several
+    characters together ('rowcol:12')."""
+    text = einsum_plan("...i,...i->...", np.ones((2, 3, 4)), np.ones((3, 4))).explain()
+    assert "'...'" not in text and "...0 i * ...0 i" in text
+    x = np.ones((3, 4))
+    op = ta.Operation.permutation(ta.Operand(x, ["row", "col"]), out_modes=["col", "row"])
+    text = ta.Plan(op).explain()
+    assert "modes row col extents" in text and "rowcol" not in text
+    assert repr(op).startswith("Operation.permutation(row col -> col row")

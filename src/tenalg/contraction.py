@@ -26,7 +26,7 @@ import opt_einsum
 
 from . import blas, seam
 from .allocation import allocator, strides_match
-from .descriptors import Operand, TensorDescriptor, Unary
+from .descriptors import Operand, TensorDescriptor, Unary, modes_text
 from .dtypes import is_complex
 from .errors import OperationError
 from .kernels.reference import load
@@ -467,7 +467,7 @@ def _method(side):
 
 
 def _names(modes):
-    return " ".join(str(m) for m in modes) if modes else "-"
+    return " ".join(modes_text([m]) for m in modes) if modes else "-"
 
 
 def flops(op):
@@ -624,13 +624,10 @@ class Chain:
         total = sum(flops(operation) for _, _, operation in self.steps)
         lines = [f"path: {self.path} ({len(self.steps)} pairwise steps, {total:.3g} FLOPs)"]
         for k, (pair, runner, operation) in enumerate(self.steps):
-            ins = " * ".join(_modes(x.modes) for x in operation.inputs)
-            lines.append(f"step {k}: {pair} {ins} -> {_modes(operation.out_modes)}")
+            ins = " * ".join(modes_text(x.modes, "(scalar)") for x in operation.inputs)
+            lines.append(f"step {k}: {pair} {ins} -> "
+                         f"{modes_text(operation.out_modes, '(scalar)')}")
             lines.extend("  " + line for line in runner.explain())
         return lines
 
 
-def _modes(modes):
-    if all(isinstance(m, str) and len(m) == 1 for m in modes):
-        return "".join(modes) or "(scalar)"
-    return str(modes)

@@ -95,6 +95,20 @@ def normalize_modes(modes, what="modes"):
     return labels
 
 
+def modes_text(modes, empty="(none)"):
+    """Mode labels as ``explain()`` writes them: run together where each is one character,
+    else apart; an einsum ellipsis axis ``('...', k)`` as ``...k``.
+
+    >>> modes_text("ijk"), modes_text(["row", "col"]), modes_text([("...", 0), "i"])
+    ('ijk', 'row col', '...0 i')
+    """
+    names = [f"...{m[1]}" if isinstance(m, tuple) and m[:1] == ("...",) else str(m)
+             for m in modes]
+    if not names:
+        return empty
+    return "".join(names) if all(len(n) == 1 for n in names) else " ".join(names)
+
+
 def overlapping(extents, strides):
     """True if two index tuples of the layout address the same element.
 

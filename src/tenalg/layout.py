@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .descriptors import modes_text
+
 
 @dataclass(frozen=True)
 class Loop:
@@ -160,7 +162,7 @@ def describe(loops):
     """A one-line summary of loops, e.g. ``j:8 (1, 1), sum i:2048 (0, 16392)``."""
     parts = []
     for loop in loops:
-        label = "".join(str(m) for m in loop.modes)
+        label = modes_text(loop.modes)
         tag = "sum " if loop.reduced else ""
         parts.append(f"{tag}{label}:{loop.extent} {loop.strides}")
     return ", ".join(parts) if parts else "(scalar)"

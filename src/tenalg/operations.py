@@ -13,7 +13,7 @@ DESIGN.md happen here, once, before any plan or kernel sees it.
 
 import numpy as np
 
-from .descriptors import Binary, Operand, Reduce, TensorDescriptor, normalize_modes
+from .descriptors import Binary, Operand, Reduce, TensorDescriptor, modes_text, normalize_modes
 from .dtypes import compute_type, is_complex, result_type, storage_type
 from .errors import AliasError, DescriptorError, DTypeError, ExtentError, OperationError
 
@@ -249,8 +249,8 @@ class Operation:
         return hash(self._key)
 
     def __repr__(self):
-        ins = ", ".join(f"{''.join(map(str, x.modes))}" for x in self.inputs)
+        ins = ", ".join(modes_text(x.modes, "") for x in self.inputs)
         return (
-            f"Operation.{self.kind}({ins} -> {''.join(map(str, self.out_modes))}, "
+            f"Operation.{self.kind}({ins} -> {modes_text(self.out_modes, '')}, "
             f"{self.output.dtype}, compute={self.compute})"
         )

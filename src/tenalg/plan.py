@@ -17,7 +17,7 @@ import numpy as np
 
 from . import seam
 from .allocation import allocator, byte_strides, strides_match
-from .descriptors import Unary
+from .descriptors import Unary, modes_text
 from .dtypes import is_complex
 from .errors import (
     AliasError,
@@ -240,12 +240,12 @@ class Plan:
         lines = [f"{op.kind} plan, compute {op.compute}"]
         for name, x in zip(self._names, self._operands, strict=True):
             lines.append(
-                f"  {name}: modes {_modes(x.modes)} extents {x.descriptor.extents} strides "
+                f"  {name}: modes {modes_text(x.modes)} extents {x.descriptor.extents} strides "
                 f"{x.descriptor.strides} {x.dtype}"
                 + ("" if x.unary is Unary.IDENTITY else f" unary {x.unary.value}")
             )
         lines.append(
-            f"  D: modes {_modes(op.out_modes)} extents {op.output.extents} strides "
+            f"  D: modes {modes_text(op.out_modes)} extents {op.output.extents} strides "
             f"{op.output.strides} {op.output.dtype}"
         )
         lines.append(f"  backend: {self.backend} ({self.reason})")
@@ -349,12 +349,6 @@ def _apart(out, x):
 
 def _name(op, index):
     return "C" if index == len(op.inputs) else input_name(op.kind, index)
-
-
-def _modes(modes):
-    if all(isinstance(m, str) and len(m) == 1 for m in modes):
-        return "".join(modes) or "(none)"
-    return str(modes)
 
 
 def _scalar(value, name, compute):
