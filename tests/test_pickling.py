@@ -69,3 +69,22 @@ def test_trains_packs_and_block_tensors_pickle_as_their_data():
     bond = sym.Leg(sym.U1(), [(0, 2), (1, 3)])
     block = sym.BlockTensor.random((bond, bond.conj()), rng=3)
     assert np.array_equal(_again(block).to_dense(), block.to_dense())
+
+
+@pytest.mark.parametrize("storage", ["contiguous", "fiber"])
+def test_train_cores_stay_read_only_when_pickled_or_deep_copied(storage):
+    """Cores are immutable (docs/tt.md): NumPy brought their arrays back writeable, and a
+    write into a deep copy's core changed every train that shared it (found by a probe)."""
+    import copy
+
+    x = tt.random((3, 4, 3), 2, rng=0)
+    x = tt.TensorTrain([tt.TensorCore(c.array(), storage=storage) for c in x.cores])
+    for again in (_again(x), copy.deepcopy(x)):
+        assert [c.storage for c in again.cores] == [storage] * 3
+        np.testing.assert_array_equal(again.to_dense(), x.to_dense())
+        for core in again.cores:
+            if storage == "contiguous":
+                with pytest.raises(ValueError, match="read-only"):
+                    core.array()[...] = 0.0
+            else:  # its fibers, shared zero fiber included
+                assert not any(f.flags.writeable for f in core._grid.reshape(-1))

@@ -110,6 +110,12 @@ class TensorCore:
     def __repr__(self):
         return f"TensorCore(shape={self._shape}, dtype={self._dtype}, storage={self._storage!r})"
 
+    def __reduce__(self):
+        """Pickled and deep-copied as its array and storage, and built again so: read-only,
+        as every core is (NumPy brings its arrays back writeable, and a write into one
+        core would change every train that shares it)."""
+        return TensorCore._wrap, (self.array(), self._storage)
+
     def array(self):
         """The core as an (lr, dd, rr) array (read-only: the buffer itself when contiguous)."""
         if self._data is not None:
