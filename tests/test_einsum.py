@@ -476,3 +476,24 @@ def test_explain_writes_ellipsis_axes_and_long_labels_readably():
     text = ta.Plan(op).explain()
     assert "modes row col extents" in text and "rowcol" not in text
     assert repr(op).startswith("Operation.permutation(row col -> col row")
+
+
+class _ArrayLike:
+    """Not an ndarray, but np.asarray reads it (as it reads a torch tensor)."""
+
+    def __init__(self, data):
+        self.data = np.asarray(data)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data
+
+
+def test_a_plan_made_from_array_likes_takes_them():
+    """einsum_plan read torch tensors when made and refused them when called (found by
+    a probe); they are read as np.asarray reads them, as ta.einsum reads them."""
+    a, b = np.arange(12.0).reshape(3, 4), np.ones((4, 2))
+    plan = einsum_plan("ij,jk->ik", _ArrayLike(a), _ArrayLike(b))
+    np.testing.assert_array_equal(plan(_ArrayLike(a), _ArrayLike(b)), a @ b)
+    np.testing.assert_array_equal(plan(a.tolist(), b), a @ b)
+    with pytest.raises(ta.InputMismatchError, match="operand 0"):
+        plan(_ArrayLike(a[:, :3]), b)

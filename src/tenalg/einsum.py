@@ -406,6 +406,10 @@ class EinsumPlan:
             self._check(arrays)
         for x, layout in zip(arrays, layouts, strict=True):
             if type(x) is not np.ndarray or (x.shape, x.strides, x.dtype) != layout:
+                if any(type(y) is not np.ndarray for y in arrays):  # array-likes (torch
+                    # tensors) as the plan was made from them: as np.asarray reads them
+                    return self(*(y if type(y) is np.ndarray else _as_operand(y, k)
+                                  for k, y in enumerate(arrays)), out=out)
                 self._check(arrays)
                 break
             if x.base is not None:

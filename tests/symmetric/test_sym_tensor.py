@@ -86,6 +86,14 @@ def test_zeros_and_rank_zero():
     assert s.to_dense()[()] == 3.0 and s.shape == ()
 
 
+def test_from_dense_of_integers_is_float64():
+    """As tt.from_dense: it raised DTypeError for an int array (found by a probe)."""
+    leg = sym.Leg(sym.U1(), [(0, 1), (1, 2)])
+    t = sym.BlockTensor.from_dense(np.eye(3, dtype=int), (leg, leg.conj()))
+    assert t.dtype == np.float64
+    np.testing.assert_array_equal(t.to_dense(), np.eye(3))
+
+
 def test_from_dense_names_the_offending_entry():
     leg = sym.Leg(sym.U1(), [(0, 2), (1, 1)])
     d = sym.BlockTensor.random((leg, leg.conj()), rng=0).to_dense()

@@ -138,8 +138,11 @@ class BlockTensor:
 
     @classmethod
     def from_dense(cls, array, legs, flux=None, atol=1e-12):
-        """The blocks of a dense ``array``; raises if an entry off the blocks exceeds atol."""
+        """The blocks of a dense ``array`` (integers and bools become float64, as in
+        ``tt.from_dense``); raises if an entry off the blocks exceeds atol."""
         array = np.asarray(array)
+        if array.dtype.kind in "biu":
+            array = array.astype(np.float64)
         t = cls(legs, flux, dtype=array.dtype)
         dims = tuple(leg.dim for leg in t.legs)
         if array.shape != dims:
