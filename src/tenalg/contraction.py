@@ -506,6 +506,8 @@ def find_path(modes, out_modes, extents, optimize):
         return [(0,)]
     if optimize is False or len(modes) == 2:  # (two operands: every optimizer's path;
         return [(0, 1)] * (len(modes) - 1)    # opt_einsum took 0.1 ms of a first einsum)
+    present = set(itertools.chain(*modes))  # broadcast-only output modes leave no trace
+    out_modes = [m for m in out_modes if m in present]
     symbols = {}
     for m in itertools.chain(*modes, out_modes):
         symbols.setdefault(m, opt_einsum.get_symbol(len(symbols)))

@@ -60,6 +60,19 @@ def resolve_extents(named_operands):
     return extents
 
 
+def output_aligned(array, modes, out_modes):
+    """``array`` (NumPy or Dask) of ``modes`` seen in the output's mode order, extent 1 for
+    the output modes it lacks, so that it broadcasts against the output (an addend C).
+
+    >>> output_aligned(np.zeros((3, 2)), "ki", "ijk").shape
+    (2, 1, 3)
+    """
+    present = [m for m in out_modes if m in modes]
+    array = array.transpose([tuple(modes).index(m) for m in present])
+    return array.reshape([array.shape[present.index(m)] if m in present else 1
+                          for m in out_modes])
+
+
 def order_k_strides(out_modes, extents, inputs):
     """Contiguous strides for ``out_modes`` whose physical order follows the inputs.
 
@@ -116,9 +129,10 @@ class Operation:
             named.append(("C", self.addend))
         dtypes = [x.dtype for _, x in named]
         self.compute = compute_type([x.dtype for x in self.inputs], compute)
-        if self.addend is not None and is_complex(self.addend.dtype) and not is_complex(
-            self.compute
-        ):
+        if self.addend is not None and (compute is None or (
+                is_complex(self.addend.dtype) and not is_complex(self.compute))):
+            # C is read in the compute type: a 64-bit or complex one widens it, as it
+            # widens the output (a float64 C rounded to float32 lost its digits)
             self.compute = compute_type(dtypes, None)
         extents = resolve_extents(named)
         self._check_modes(extents)

@@ -267,3 +267,45 @@ def numpy_einsum(expression, *arrays):
         wide_result = np.einsum(expression, *(wide(x) for x in arrays))
         return np.asarray(wide_result).astype(arrays[0].dtype)
     return np.asarray(np.einsum(expression, *arrays))
+
+
+def test_cases_a_fuzzer_found():
+    """Each against NumPy, on every backend that takes it (found by a fuzzer of the
+    plan layer): the reference twin added C as stored, not by its modes; a permutation to
+    a broadcast-only output mode crashed the cpu backend's planning; a sum_product of
+    three factors with such a mode reached opt_einsum's parser; a real reduction into a
+    complex output reached a Numba typing error; a float64 C with float32 inputs was
+    rounded to float32."""
+    a, b = np.arange(4.0).reshape(2, 2), np.eye(2)
+    c = np.array([[0.0, 1.0], [10.0, 11.0]])
+    for modes, addend, expected in (("ji", c, a @ b + c.T), ("i", c[:, 0], a @ b + c[:, :1])):
+        op = ta.Operation.contraction(ta.Operand(a, "ik"), ta.Operand(b, "kj"),
+                                      ta.Operand(addend, modes), out_modes="ij")
+        for backend in ("auto", "reference"):
+            np.testing.assert_array_equal(
+                ta.Plan(op, backend=backend).execute(a, b, addend, beta=1), expected)
+    for n, dtype in ((4096, np.float32), (64, np.float64)):
+        v = np.arange(n, dtype=dtype)
+        op = ta.Operation.permutation(ta.Operand(v, "j"), out_modes="ij",
+                                      out=ta.TensorDescriptor.contiguous((3, n), dtype))
+        for backend in ("auto", "cpu", "reference"):
+            np.testing.assert_array_equal(ta.Plan(op, backend=backend).execute(v),
+                                          np.broadcast_to(v, (3, n)))
+    m, w, s = np.arange(6.0).reshape(2, 3), np.arange(3.0), np.array(2.0)
+    op = ta.Operation.sum_product([ta.Operand(s, ""), ta.Operand(m, "ij"), ta.Operand(w, "j")],
+                                  out=ta.TensorDescriptor.contiguous((2, 4), np.float64),
+                                  out_modes="iz")
+    for backend in ("auto", "reference"):
+        np.testing.assert_array_equal(ta.Plan(op, backend=backend).execute(s, m, w),
+                                      np.broadcast_to((2 * m @ w)[:, None], (2, 4)))
+    x = np.ones((512, 512))
+    np.testing.assert_array_equal(ta.sum(x, axis=1, out=np.zeros(512, complex)), 512)
+    op = ta.Operation.reduction(ta.Operand(x, "ij"), out=np.dtype(np.complex128),
+                                out_modes="i")
+    np.testing.assert_array_equal(ta.Plan(op).execute(x), 512)
+    with pytest.raises(ta.OperationError, match="does not run"):
+        ta.Plan(op, backend="cpu")
+    zeros, tiny = np.zeros((2, 3), np.float32), np.full(2, 1 + 1e-12)
+    op = ta.Operation.reduction(ta.Operand(zeros, "ij"), ta.Operand(tiny, "i"), out_modes="i")
+    assert op.compute == np.float64
+    np.testing.assert_array_equal(ta.Plan(op).execute(zeros, tiny, beta=1), tiny)

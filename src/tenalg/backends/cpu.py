@@ -12,6 +12,7 @@ import numpy as np
 
 from ..allocation import byte_strides, stand_in
 from ..descriptors import Unary
+from ..dtypes import is_complex
 from ..kernels import compiler, cpu, direct
 from ..operations import SCALARS
 from .reference import ReferenceRunner
@@ -142,17 +143,25 @@ _PLAIN = tuple((v == 1, v == 0) for v in SCALARS["permutation"].values())  # alp
 
 def _row_copy(op, loops):
     """The axes that transpose the input of ``op`` into its output where ``op`` is a plain
-    permutation (one dtype, no unary transform, distinct modes) that moves runs of
-    _NUMPY_ROWS bytes or more, shared innermost by output and input; else None."""
+    permutation (one dtype, no unary transform, distinct modes, no output mode that the
+    input lacks) that moves runs of _NUMPY_ROWS bytes or more, shared innermost by output
+    and input; else None."""
     if op.kind != "permutation" or not loops:
         return None
     a = op.inputs[0]
     dtypes = {a.descriptor.dtype, op.output.dtype, op.compute}
     run = loops[-1]
     if (len(dtypes) != 1 or a.unary is not Unary.IDENTITY or len(set(a.modes)) != len(a.modes)
-            or run.strides != (1, 1) or run.extent * op.output.dtype.itemsize < _NUMPY_ROWS):
+            or run.strides != (1, 1) or run.extent * op.output.dtype.itemsize < _NUMPY_ROWS
+            or not set(op.out_modes) <= set(a.modes)):
         return None
     return tuple(a.modes.index(m) for m in op.out_modes)
+
+
+def _real_into_complex(op):
+    """Whether ``op`` reduces in a real compute type into a complex output, which the
+    reduction kernels do not type (their unused addend stands in as the output)."""
+    return op.kind == "reduction" and is_complex(op.output.dtype) and not is_complex(op.compute)
 
 
 def _probe(descriptor, writeable=False):
@@ -168,7 +177,8 @@ class CpuBackend:
     def supports(self, operation, kind):
         dtypes = [x.dtype for x in operation.inputs] + [operation.output.dtype]
         return (kind == "numpy" and operation.kind in STRIDED_KINDS
-                and cpu.supports(operation.kind, dtypes, 0, float("inf")))
+                and cpu.supports(operation.kind, dtypes, 0, float("inf"))
+                and not _real_into_complex(operation))
 
     def prepare(self, operation, chosen=False):
         if chosen:

@@ -15,6 +15,7 @@ type.  Every fast backend is tested against this one.
 import numpy as np
 
 from ..kernels import reference
+from ..operations import output_aligned
 from .strided import STRIDED_KINDS, StridedRunner
 
 
@@ -64,7 +65,8 @@ class EinsumRunner:
         value = np.einsum(*operands, self._out, dtype=op.compute)[self._expand]
         value = reference.scale(value, scalars["alpha"], op.compute)
         if op.addend is not None and scalars["beta"] != 0:
-            c = reference.load(arrays[n], op.addend.unary, op.compute)
+            c = output_aligned(arrays[n], op.addend.modes, op.out_modes)
+            c = reference.load(c, op.addend.unary, op.compute)
             value = value + reference.scale(c, scalars["beta"], op.compute)
         reference.store(out, value)
 

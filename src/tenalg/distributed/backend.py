@@ -19,6 +19,7 @@ import dask.array as da  # optional dependency: imported only in tenalg.distribu
 import numpy as np
 
 from ..errors import OperationError
+from ..operations import output_aligned
 from . import dense
 
 KINDS = ("contraction", "sum_product", "reduction", "permutation")
@@ -58,7 +59,8 @@ def run_operation(operation, arrays, *, alpha=1, beta=0, addend=None, memory_lim
         expression = ",".join(letters[:-1]) + "->" + letters[-1]
         result = dense.einsum(expression, *arrays, memory_limit=memory_limit)
     if addend is not None and operation.addend is not None:
-        addend = _as_output(operation.addend, out_modes, addend)
+        c = operation.addend
+        addend = output_aligned(_read(c, dense._dask(addend)), c.modes, out_modes)
     result = dense._scaled(result, alpha, addend, beta)
     return result.astype(np.dtype(operation.output.dtype), copy=False)
 
@@ -94,15 +96,6 @@ def _addend(operation, arrays):
     return arrays[len(operation.inputs)] if len(arrays) > len(operation.inputs) else None
 
 
-def _as_output(c, out_modes, array):
-    """The addend operand ``c``'s ``array`` read as the operation reads it (its unary) and
-    laid out as the output: its modes in the output's order, extent 1 for the output modes
-    it lacks."""
-    array = _read(c, dense._dask(array))
-    present = [m for m in out_modes if m in c.modes]
-    array = da.transpose(array, [c.modes.index(m) for m in present])
-    return array.reshape([array.shape[present.index(m)] if m in present else 1
-                          for m in out_modes])
 
 
 class DaskBackend:
