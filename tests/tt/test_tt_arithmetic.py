@@ -171,3 +171,23 @@ def test_sums_and_products_hypothesis(dims, ra, rb, storage, seed):
     np.testing.assert_allclose(tt.hadamard(a, b).to_dense(), da * db, atol=1e-12)
     np.testing.assert_allclose(tt.dot(a, b), np.vdot(da, db), atol=1e-10)
     assert rel(tt.norm(a), np.linalg.norm(da)) < 1e-12
+
+
+def test_division_subtraction_and_one_core_trains_as_numpy():
+    """Found by a probe: x / np.float32(3) took 1/3 in float32 (a float64 train off by
+    3e-8), a - 1 raised AttributeError where a + 1 raises OperationError, x / x named
+    the wrong operand, and a one-core train's to_dense() was the core's read-only
+    buffer."""
+    x = rand((2, 3), 2, seed=0)
+    dense = x.to_dense()
+    for three in (np.float32(3), np.float16(3), 3, 3.0):
+        np.testing.assert_allclose((x / three).to_dense(), dense / 3, rtol=1e-15)
+    for bad in (lambda: x - 1, lambda: x + 1):
+        with pytest.raises(OperationError, match="TensorTrains, got int"):
+            bad()
+    with pytest.raises(TypeError, match="'TensorTrain' and 'TensorTrain'"):
+        x / x
+    one = rand((5,), 1, seed=1)
+    full = one.to_dense()
+    full[0] = 7.0  # a new, writeable array
+    assert one.to_dense()[0] != 7.0

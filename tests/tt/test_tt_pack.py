@@ -364,3 +364,33 @@ def test_dot_of_packs_checks_each_pair_as_tt_dot_does():
     with pytest.raises(OperationError, match="empty"):
         tt.dot(p, q)
     assert tt.dot(p, p)[0, 0] == pytest.approx(4 * tt.dot(a, a))
+
+
+def test_pack_operators_are_the_trainwise_functions():
+    """docs/tt.md: a + b, a - b, 2.0 * a, -a, a / 3, a * b each take TrainPacks
+    (they raised TypeError: unsupported operand)."""
+    p = tt.TrainPack([rand(DIMS, 2, seed=s) for s in range(3)])
+    q = tt.TrainPack([rand(DIMS, 2, seed=10 + s) for s in range(3)])
+    for got, want in ((p + q, tt.add(p, q)), (p - q, tt.sub(p, q)), (2.0 * p, tt.scale(p, 2.0)),
+                      (p * 2.0, tt.scale(p, 2.0)), (-p, tt.neg(p)), (p / 4, tt.scale(p, 0.25)),
+                      (p * q, tt.hadamard(p, q))):
+        assert isinstance(got, tt.TrainPack) and got.shape == p.shape
+        for pos in p.positions():
+            np.testing.assert_allclose(got[pos].to_dense(), want[pos].to_dense(), rtol=1e-14)
+
+
+def test_add_into_a_pack_that_shares_trains_is_refused_before_any_change():
+    """Found by a probe: with a train at two positions, or one pack's train at another
+    position of the other, add_ wrote sums twice or emptied a train it had just written,
+    silently (a += b position by position gives other values)."""
+    x, y, u, v = (rand(DIMS, 2, seed=s) for s in range(4))
+    before = [t.to_dense() for t in (x, y, u, v)]
+    for mine, theirs, words in (([x, x], [u, v], "also at"), ([x, y], [y, x], "is the one"),
+                                ([x, y], [y, u], "is the one")):
+        with pytest.raises(OperationError, match=words):
+            tt.add_(tt.TrainPack(mine), tt.TrainPack(theirs))
+    for t, dense in zip((x, y, u, v), before, strict=True):
+        np.testing.assert_array_equal(t.to_dense(), dense)
+    p = tt.TrainPack([x, y])
+    tt.add_(p, p)  # the same train at the same position: doubled, as documented
+    np.testing.assert_allclose(p[0, 0].to_dense(), 2 * before[0], rtol=1e-14)

@@ -125,6 +125,19 @@ def test_a_core_of_subnormal_numbers_rounds_to_the_bound(method, dtype):
 
 
 @pytest.mark.parametrize("method", METHODS)
+def test_complex_coefficients_of_real_trains_and_a_zero_train(method):
+    """Found by a probe: round_sum(..., method="gram") cast 2 A + 1j B back to the real
+    trains' dtype (error 0.998, a ComplexWarning), and Gram rounding of a zero train
+    reported norm 1.0."""
+    a, b = rand((3, 4, 3), 2, np.float64, seed=1), rand((3, 4, 3), 2, np.float64, seed=2)
+    z = tt.round_sum([a, b], [2, 1j], 1e-2, method=method, rng=0)
+    want = 2 * a.to_dense() + 1j * b.to_dense()
+    assert z.dtype == np.complex128 and rel(z.to_dense(), want) <= 1e-2
+    info = tt.round_(tt.TensorTrain.zeros((3, 4, 3), 2), 1e-2, method=method, rng=0)
+    assert info.norm == 0.0
+
+
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
 def test_duplicates_collapse_and_round_sum(method, dtype):
     x = rand(DIMS, 1, dtype, seed=7)

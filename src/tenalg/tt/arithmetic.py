@@ -54,7 +54,7 @@ def add_(a, b):
 def scale(a, alpha):
     """alpha * a as a new train (the first core is scaled; the others are shared)."""
     if isinstance(a, TrainPack):
-        return TrainPack([[scale(t, alpha) for t in row] for row in a.grid])
+        return a.scaled(alpha)
     return scaled(a, alpha)
 
 

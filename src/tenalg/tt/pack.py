@@ -32,7 +32,7 @@ from ..linalg.workspace import FRESH
 from .core import TensorCore
 from .errors import StalePackError
 from .linalg import batched
-from .linalg.dense import common_dtype
+from .linalg.dense import common_dtype, python_scalar
 from .linalg.workers import map_chunks
 from .rounding import infos, resolve_options, run
 from .train import (
@@ -42,6 +42,7 @@ from .train import (
     require_closed,
     require_dot_pair,
     require_same_dims,
+    scaled,
 )
 
 # Trains per batched kernel call: small enough that a group's stacked cores stay in cache
@@ -207,6 +208,23 @@ class TrainPack:
                 require_closed(what, x, y)
                 require_same_dims(what, x, y)
 
+    def _check_unshared(self, other):
+        """Raise OperationError where :meth:`add_` would write a train it reads elsewhere:
+        one train at two positions of this pack (its two sums would both be written to
+        it), or ``other``'s train at a position of this pack other than its own (read
+        after it was replaced, or emptied after it was written)."""
+        mine = {}
+        for pos in self.positions():
+            first = mine.setdefault(id(self[pos]), pos)
+            if first != pos:
+                raise OperationError(f"add_: the train at {pos} is also at {first} of the "
+                                     "pack added into (add the pack of its copies)")
+        for pos in other.positions():
+            at = mine.get(id(other[pos]), pos)
+            if at != pos:
+                raise OperationError(f"add_: the train at {pos} of the pack added is the one "
+                                     f"at {at} of the pack added into")
+
     @_gc_paused
     def add(self, other):
         """A new pack of the trainwise sums (:class:`~tenalg.tt.train.LazySum`: the
@@ -222,6 +240,33 @@ class TrainPack:
         return TrainPack([[kron_product(x, y) for x, y in zip(r, s, strict=True)]
                           for r, s in zip(self._grid, other._grid, strict=True)])
 
+    def scaled(self, alpha):
+        """A new pack of alpha times each train."""
+        return TrainPack([[scaled(t, alpha) for t in row] for row in self._grid])
+
+    # the trains' operators, trainwise: p + q, p - q, p * q (Hadamard), 2.0 * p, p / 3, -p
+    def __add__(self, other):
+        return self.add(other) if isinstance(other, TrainPack) else NotImplemented
+
+    def __sub__(self, other):
+        return self.add(-other) if isinstance(other, TrainPack) else NotImplemented
+
+    def __mul__(self, other):
+        if isinstance(other, TrainPack):
+            return self.hadamard(other)
+        return NotImplemented if isinstance(other, TensorTrain) else self.scaled(other)
+
+    def __rmul__(self, alpha):
+        return NotImplemented if isinstance(alpha, TensorTrain) else self.scaled(alpha)
+
+    def __truediv__(self, alpha):
+        if isinstance(alpha, TrainPack | TensorTrain):
+            return NotImplemented
+        return self.scaled(1 / python_scalar(alpha))
+
+    def __neg__(self):
+        return self.scaled(-1)
+
     def map(self, fn):
         """``fn(train)`` for every train, as an (nvars, nblocks) array of its results."""
         return np.array([[fn(t) for t in row] for row in self._grid])
@@ -231,6 +276,7 @@ class TrainPack:
         """Trainwise a += b in place; every train of ``other`` is emptied (unless it is
         the train of ``self`` at the same position: ``tt.add_(p, p)`` doubles p)."""
         self._check_pair(other, "add_")
+        self._check_unshared(other)
         groups = self._groups(other)
 
         def chunk(positions, work):

@@ -172,6 +172,8 @@ def round_sum(trains, coefficients=None, eps=0.0, max_rank=None, method="svd", *
             f"round_sum: {len(trains)} trains but {len(coefficients)} coefficients"
         )
     dtype = common_dtype([t.dtype for t in trains])
+    if dtype.kind != "c" and any(np.iscomplexobj(c) for c in coefficients):
+        dtype = np.result_type(dtype, np.complex64)  # real trains, complex coefficients
     eps, max_rank, used = resolve_options(eps, max_rank, rmax, method, dtype)
     summands = [_stack1(t.astype(dtype)) for t in trains]
     res = run(used, summands, coefficients, eps, max_rank, rng)

@@ -196,6 +196,8 @@ class TensorTrain:
         self._need_cores("to_dense")
         r0 = self._cores[0].lr
         t = self._cores[0].array()
+        if len(self._cores) == 1:  # a new array, as for longer trains (not the core's own)
+            t = t.copy()
         for c in self._cores[1:]:
             t = einsum("aNb,bmc->aNmc", t, c.array()).reshape(r0, -1, c.rr)
         t = t.reshape(r0, *self.dims, self._cores[-1].rr)
@@ -232,7 +234,7 @@ class TensorTrain:
         return block_sum(self, other)
 
     def __sub__(self, other):
-        return block_sum(self, scaled(other, -1))
+        return block_sum(self, -other if isinstance(other, TensorTrain) else other)
 
     def __mul__(self, other):
         return kron_product(self, other) if isinstance(other, TensorTrain) else scaled(self, other)
@@ -240,7 +242,9 @@ class TensorTrain:
     __rmul__ = __mul__
 
     def __truediv__(self, alpha):
-        return scaled(self, 1 / alpha)
+        if isinstance(alpha, TensorTrain):
+            return NotImplemented
+        return scaled(self, 1 / python_scalar(alpha))  # 1 / np.float32(3) is float32's
 
     def __neg__(self):
         return scaled(self, -1)

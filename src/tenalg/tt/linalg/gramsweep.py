@@ -155,7 +155,7 @@ def _sweep(summands, coefficients, eps, max_rank, u_data):
     u = unit_roundoff(z[0].dtype)
     tol = bond_tolerance(eps, d)
     grams, glogs, gerrs = right_grams(summands) if d > 1 else ([], [], [])
-    lognorm = np.zeros(g)
+    lognorm, zero = np.zeros(g), np.zeros(g, dtype=bool)  # zero: a train of norm 0
     ranks = np.ones((g, d + 1), dtype=np.int64)
     discarded = np.zeros(g)
     fallback = np.zeros(g, dtype=bool)
@@ -181,7 +181,7 @@ def _sweep(summands, coefficients, eps, max_rank, u_data):
         log_sigma = logs + 0.5 * (safe_log(sl) + glogs[c])
         if c == 0:
             net = frobenius(s)
-            lognorm = log_sigma + safe_log(net)
+            lognorm, zero = log_sigma + safe_log(net), net == 0
             floor = np.maximum(tol, NOISE * u_data * cancellation_ratio(np.ones(g), net))
         to_rel = np.exp(log_sigma - lognorm)
         kept, tail, certain = certified_ranks(s * to_rel[:, None], floor, shift * to_rel**2,
@@ -207,6 +207,8 @@ def _sweep(summands, coefficients, eps, max_rank, u_data):
         discarded += tail
     if d == 1:
         z = [sum(z)]
-        lognorm = logs + safe_log(frobenius(z[0]))
+        net = frobenius(z[0])
+        lognorm, zero = logs + safe_log(net), net == 0
     out.append(z[0])
-    return Rounded(spread(out, logs), ranks, np.exp(lognorm), np.sqrt(discarded), fallback)
+    return Rounded(spread(out, logs), ranks, np.where(zero, 0.0, np.exp(lognorm)),
+                   np.sqrt(discarded), fallback)
