@@ -44,6 +44,9 @@ if sys.argv[1] == "wait":  # (the threads a call takes follow the machine's load
     runner = calls.CALLS[key][0].runner
     assert np.allclose(ta.sum(s, axis=1), s.sum(axis=1))
     assert runner._calls and not runner._compiling, calls.CALLS[key][0].explain()
+    v = np.random.default_rng(3).standard_normal((1024, 1024))[:, ::2]  # read through
+    assert np.allclose(ta.sum(v, axis=0), v.sum(axis=0))  # its address (_bits_address)
+    assert compiler.wait(timeout=600)  # which compiles off the thread, under its lock
 print("ok")
 """
 
@@ -114,6 +117,7 @@ def test_the_kernel_takes_over_once_compiled(tmp_path):
     cached = {p.name.split("-")[0] for p in tmp_path.rglob("*.nbi")}
     locked = {p.name for p in tmp_path.glob("tenalg-compile-*.lock")}
     assert "permutation_tiles._tiles_kernel_serial" in cached, cached
+    assert "calls._bits_address" in cached, cached
     assert all(any(n.endswith(f".{c}.lock") for n in locked) for c in cached), (cached, locked)
     _run("wait", tmp_path)
 

@@ -18,6 +18,7 @@ from numba import njit
 
 from ...descriptors import Unary
 from ...dtypes import is_complex
+from .. import compiler
 from ..jit import KERNEL as _KERNEL
 from .lowlevel import _CONJ, _FORMATS, _IDENTITY, _MARKS, _NO_MARK, _UNARY
 
@@ -70,8 +71,15 @@ def _bits_address(x):
 
 
 def _address(x):
-    """The address of x's element 0 (16-bit storage is viewed as bits for Numba)."""
-    return _bits_address(x.view(np.uint16) if x.dtype in _FORMATS else x)
+    """The address of x's element 0 (16-bit storage is viewed as bits for Numba): by the
+    compiled :func:`_bits_address` (0.3 us; NumPy's array interface 1.4) once the
+    compiler has it, which compiles it under its cache lock like every cached kernel
+    (called directly, each process compiled it unlocked: processes sharing a cache could
+    write its index at once)."""
+    bits = x.view(np.uint16) if x.dtype in _FORMATS else x
+    if compiler.ready_for(_bits_address, (bits,), (bits.dtype, bits.ndim, bits.flags.num)):
+        return _bits_address(bits)
+    return bits.__array_interface__["data"][0]
 
 
 def _memory(x):
