@@ -173,3 +173,31 @@ def test_a_plan_after_a_pause_runs_serially_and_then_in_parallel(monkeypatch):
     np.testing.assert_allclose(first, a.sum(axis=0), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(second, first, rtol=1e-14, atol=1e-14)
     assert sorted(key[1] for key in plan.runner._calls) == [1, numba.get_num_threads()]
+
+
+FORK_AFTER_A_PARALLEL_KERNEL = """
+import os, numpy as np, tenalg as ta
+from numba import threading_layer
+from tenalg.kernels.cpu.threads import all_threads
+a = np.arange(64 * 64 * 80, dtype=np.float64).reshape(64, 64, 80)
+with all_threads():  # a parallel kernel, as on an idle machine
+    assert np.array_equal(ta.permute(a, (2, 1, 0)), a.transpose(2, 1, 0))
+pid = os.fork()
+if pid == 0:
+    with all_threads():  # as the parent's: the pool's threads, were they there
+        os._exit(0 if np.array_equal(ta.permute(a, (2, 1, 0)), a.transpose(2, 1, 0)) else 3)
+print(threading_layer(), os.waitpid(pid, 0)[1])
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
+def test_a_child_forked_after_a_parallel_kernel_computes():
+    """GNU OpenMP's pool does not survive a fork: the child's first parallel kernel ended
+    it ("Terminating: fork() called from a process already using GNU OpenMP"), and a
+    fork-context pool then waited for good (found by a probe). The child runs the
+    kernels' serial twins."""
+    env = {**os.environ, "TENALG_COMPILE": "wait"}
+    done = subprocess.run([sys.executable, "-c", FORK_AFTER_A_PARALLEL_KERNEL], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "0", done.stdout + done.stderr[-2000:]

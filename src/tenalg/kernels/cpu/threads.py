@@ -8,9 +8,10 @@
 
 import contextlib
 import functools
+import os
 from time import monotonic as _clock
 
-from numba import config, get_num_threads, set_num_threads
+from numba import config, get_num_threads, set_num_threads, threading_layer
 from numba.np.ufunc import parallel as _pool
 
 from ...pools import free_cores
@@ -73,6 +74,7 @@ IDLE_S = 0.0005
 # against 199 (204)
 _IDLE_SERIAL_WORK = 1 << 19
 _ended = [float("-inf")]  # when the last kernel call ended (or began, where not told)
+_forked = [False]  # in a child forked after GNU OpenMP's pool started: serial twins only
 _was_parallel = [True]  # whether the last parallel call took more than one thread
 _whole_setting = [0]  # inside all_threads(): Numba's setting, whatever the load or pause
 
@@ -103,6 +105,8 @@ def thread_count(work=None):
     a parallel call this pool's own workers may still spin: they are not counted as
     others then, so that a loop of parallel calls on an idle machine stays parallel.
     """
+    if _forked[0]:
+        return 1
     # before Numba's pool has started, its setting is the configured count: a first call
     # that runs NumPy while its kernel compiles starts no pool (21 ms)
     threads = _thread_counter()() if _pool._is_initialized else config.NUMBA_NUM_THREADS
@@ -115,6 +119,19 @@ def thread_count(work=None):
                                           now=now))
         _was_parallel[0] = threads > 1
     return threads
+
+
+def _after_fork_in_child():
+    """GNU OpenMP's thread pool does not survive a fork: the child's first parallel kernel
+    ends the process ("Terminating: fork() called from a process already using GNU
+    OpenMP"; a fork-context multiprocessing pool then waits for good).  A child forked
+    after the pool started runs the kernels' serial twins."""
+    if _pool._is_initialized and threading_layer() == "omp":
+        _forked[0] = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def ended():
