@@ -109,7 +109,7 @@ def test_a_backend_asked_for_by_name_must_support_the_operation():
     a = np.ones((2, 2))
     contraction = ta.Operation.contraction(ta.Operand(a, "ij"), ta.Operand(a, "jk"),
                                            out_modes="ik")
-    with pytest.raises(ta.OperationError, match="'cpu' does not run a contraction"):
+    with pytest.raises(ta.OperationError, match="'cpu' does not run this contraction"):
         ta.Plan(contraction, backend="cpu")
     with pytest.raises(ta.OperationError, match="no backend 'gpu'"):
         ta.Plan(contraction, backend="gpu")
@@ -134,6 +134,14 @@ class Boxed:
 
     def __init__(self, data):
         self.data = data
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
 
 
 class BoxedBackend:
@@ -175,11 +183,24 @@ def test_a_backend_for_arrays_that_are_not_numpys():
         plan = ta.Plan(operation, kind=seam.array_kind(x))
         assert plan.backend == "boxed" and "np.transpose [1, 0]" in plan.explain()
         np.testing.assert_array_equal(plan.execute(x, alpha=2).data, 2 * x.data.T)
-        out = Boxed(None)
+        out = Boxed(np.empty((3, 2)))
         assert plan.execute_into(out, x) is out
         np.testing.assert_array_equal(out.data, x.data.T)
         with pytest.raises(ta.InputMismatchError):
             plan.execute(x.data)
+        # what a plan can check of any array: count, extents, a NumPy dtype
+        with pytest.raises(ta.InputCountError):
+            plan.execute(x, x)
+        with pytest.raises(ta.InputMismatchError, match="extents"):
+            plan.execute(Boxed(np.ones((3, 2))))
+        with pytest.raises(ta.InputMismatchError, match="dtype"):
+            plan.execute(Boxed(x.data.astype(np.float32)))
+        with pytest.raises(ta.InputMismatchError, match="expected an array"):
+            plan.execute([[1.0] * 3] * 2)
+        out = Boxed(np.ones((2, 3)))
+        with pytest.raises(ta.OutputMismatchError, match="extents"):
+            plan.execute_into(out, x)
+        assert out.data.shape == (2, 3)
         with pytest.raises(ta.OperationError, match="no registered backend"):
             ta.Plan(ta.Operation.reduction(ta.Operand(operation.inputs[0].descriptor, "ij"),
                                            out_modes="i"), kind=seam.array_kind(x))
@@ -193,3 +214,128 @@ def test_register_checks_what_it_is_given():
     with pytest.raises(ta.OperationError, match="before"):
         seam.register(Counting(), before="nowhere")
     assert "counting" not in [b.name for b in seam.registered()]
+
+
+def test_a_runner_for_other_arrays_must_take_the_call_whole():
+    """A plan of another kind hands its arrays to the runner's execute: a runner without
+    one (the docs' counting wrapper around such a backend) is refused when planned, not
+    met with NumPy's checks when run."""
+
+    class Wrapper(Counting):
+        name = "wrapper"
+
+        def __init__(self):
+            super().__init__()
+            self._reference = BoxedBackend()
+
+    seam.register(Wrapper(), first=True)
+    try:
+        operation = ta.Operation.permutation(ta.Operand(ta.TensorDescriptor.contiguous(
+            (2, 3), np.float64), "ij"), out_modes="ji")
+        with pytest.raises(ta.OperationError, match="without execute and execute_into"):
+            ta.Plan(operation, kind=seam.array_kind(Boxed(None)))
+    finally:
+        seam.unregister("wrapper")
+
+
+def test_cached_plans_ask_a_backend_registered_after_them():
+    """Each front end, einsum and the symmetric layer keep plans, and a plan keeps its
+    backend: registering or removing one empties them (a backend registered after a
+    layout's first call was never asked; one removed kept running)."""
+    from tenalg.symmetric import U1, BlockTensor, Leg
+    from tenalg.symmetric import contract as sym_contract
+
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 5))
+    leg = Leg(U1(), [(0, 2), (1, 3)])
+    t = BlockTensor.random((leg, leg.conj()), rng=3)
+    calls = [
+        (lambda: ta.sum(a, axis=0), a.sum(0)),
+        (lambda: ta.permute(a, (1, 0)), a.T),
+        (lambda: ta.contract(a, "ij", b, "jk", "ik"), a @ b),
+        (lambda: ta.einsum("ij,jk->ki", a, b), (a @ b).T),
+        (lambda: ta.elementwise_binary(a, "ij", a, "ij", "ij"), 2 * a),
+        (lambda: sym_contract(t, "ij", t, "jk", "ik").to_dense(), t.to_dense() @ t.to_dense()),
+    ]
+    for call, expected in calls:  # each layout planned, with the shipped backends
+        np.testing.assert_allclose(call(), expected)
+    counting = Counting()
+    seam.register(counting, first=True)
+    try:
+        for k, (call, expected) in enumerate(calls):
+            before = counting.runs
+            np.testing.assert_allclose(call(), expected)
+            assert counting.runs > before, k
+    finally:
+        seam.unregister("counting")
+    runs = counting.runs
+    for call, expected in calls:
+        np.testing.assert_allclose(call(), expected)
+    assert counting.runs == runs
+
+
+def test_einsum_contractions_ask_the_seam():
+    """ta.einsum's pairwise contractions are plans' contractions: a backend registered
+    first runs them (they went to the GEMM kernel directly)."""
+    rng = np.random.default_rng(4)
+    a, b, c = (rng.standard_normal(s) for s in ((2, 3, 4), (4, 3, 5), (5, 6)))
+    counting = Counting()
+    seam.register(counting, first=True)
+    try:
+        np.testing.assert_allclose(ta.einsum("ijk,kjl->il", a, b),
+                                   np.einsum("ijk,kjl->il", a, b))
+        assert counting.runs == 1
+        np.testing.assert_allclose(ta.einsum("ijk,kjl,lm->im", a, b, c),
+                                   np.einsum("ijk,kjl,lm->im", a, b, c))
+        assert counting.runs == 3
+        assert "counted" in ta.einsum_plan("ijk,kjl,lm->im", a, b, c).explain()
+    finally:
+        seam.unregister("counting")
+    assert "counted" not in ta.einsum_plan("ijk,kjl,lm->im", a, b, c).explain()
+
+
+class Box2(Boxed):
+    """A subclass of another module's array type."""
+
+
+Box2.__module__ = "elsewhere.arrays"
+
+
+def test_a_front_end_for_another_kind_of_array():
+    """register_front_end takes a module or its name; the options a user gave reach it
+    (tenalg's defaults do not); a function it lacks is refused, not computed after a
+    conversion; a subclass from another package has its base's kind."""
+    import types
+
+    module = types.ModuleType("boxed_front_end")
+    given = []
+
+    def einsum(subscripts, *operands, dtype=None):
+        given.append(dtype)
+        return Boxed(np.einsum(subscripts, *[x.data for x in operands]))
+
+    def to_host(x):
+        return x.data
+
+    module.einsum, module.to_host = einsum, to_host
+    kind = seam.array_kind(Boxed(None))
+    seam.register_front_end(kind, module)
+    try:
+        x = Boxed(np.arange(6.0).reshape(2, 3))
+        got = ta.einsum("ij->j", x)
+        assert isinstance(got, Boxed) and got.data.tolist() == [3.0, 5.0, 7.0]
+        assert ta.einsum("ij->i", x, dtype=np.float32).data.tolist() == [3.0, 12.0]
+        assert given == [None, np.float32]
+        with pytest.raises(ta.OperationError, match="does not take out="):
+            ta.einsum("ij->i", x, out=np.empty(2))
+        assert ta.to_host(x) is x.data
+        assert seam.array_kind(Box2(None)) == kind
+        assert ta.einsum("ij->i", Box2(x.data)).data.tolist() == [3.0, 12.0]
+        for call in (lambda: ta.norm(x), lambda: ta.sum(x), lambda: ta.diagonal(x),
+                     lambda: ta.elementwise_binary(x, "ij", x, "ij", "ij"),
+                     lambda: ta.einsum_plan("ij->i", x), lambda: ta.inner_product(x, x)):
+            with pytest.raises(ta.OperationError, match="does not take .* arrays"):
+                call()
+    finally:
+        del seam._FRONT_ENDS[kind]
+    assert seam.array_kind(Box2(None)) == "elsewhere"

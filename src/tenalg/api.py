@@ -1,5 +1,8 @@
 """Front ends: NumPy arrays in, NumPy arrays out, each one Operation and a cached Plan.
 
+Arrays of a kind that has a front end of its own (Dask's: :mod:`tenalg.seam`) go to the
+function of the same name there, or are refused where it has none: never converted.
+
 >>> import numpy as np, tenalg as ta
 >>> a = np.arange(12.0).reshape(3, 4)
 >>> float(ta.trace(a)), ta.sum(a, axis=0).tolist()
@@ -209,8 +212,13 @@ def _sum_first(arrays, axis, compute_dtype, result):
 
 def sum_host(a):
     """The sum of all entries as a Python scalar."""
-    total = sum(a)[()]
-    return total.item() if isinstance(total, np.generic) else total
+    return _host_scalar(sum(a))
+
+
+def _host_scalar(x):
+    """A rank-0 result (of any kind of array: :func:`to_host`) as a Python scalar."""
+    value = to_host(x)[()]
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, out=None):
@@ -391,6 +399,11 @@ def elementwise_binary(a, modes_a, b, modes_b, modes_out, op="add", *, alpha=1, 
     >>> elementwise_binary(np.ones((2, 3)), "ij", np.arange(3.0), "j", "ij").tolist()
     [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
     """
+    foreign = type(a) is not np.ndarray or type(b) is not np.ndarray
+    if foreign and (kind := foreign_kind((a, b))):  # Dask arrays, say
+        return call_front_end(kind, "elementwise_binary", a, modes_a, b, modes_b, modes_out,
+                              op, alpha=alpha, beta=beta, unary_a=_given(unary_a),
+                              unary_b=_given(unary_b), out=out, compute_dtype=compute_dtype)
     return _elementwise("elementwise_binary", (as_array(a, "a"), as_array(b, "b")),
                         (modes_a, modes_b), (unary_a, unary_b), modes_out, (("op", op),),
                         compute_dtype, out, alpha=alpha, beta=beta)
@@ -406,6 +419,12 @@ def elementwise_trinary(a, modes_a, b, modes_b, c, modes_c, modes_out, op_ab="ad
     >>> elementwise_trinary(x, "ij", x, "ij", x, "ij", "ij", alpha=2, gamma=3).tolist()
     [[6.0, 6.0], [6.0, 6.0]]
     """
+    foreign = type(a) is not np.ndarray or type(b) is not np.ndarray or type(c) is not np.ndarray
+    if foreign and (kind := foreign_kind((a, b, c))):  # Dask arrays, say
+        return call_front_end(kind, "elementwise_trinary", a, modes_a, b, modes_b, c, modes_c,
+                              modes_out, op_ab, op_abc, alpha=alpha, beta=beta, gamma=gamma,
+                              unary_a=_given(unary_a), unary_b=_given(unary_b),
+                              unary_c=_given(unary_c), out=out, compute_dtype=compute_dtype)
     arrays = (as_array(a, "a"), as_array(b, "b"), as_array(c, "c"))
     return _elementwise("elementwise_trinary", arrays,
                         (modes_a, modes_b, modes_c), (unary_a, unary_b, unary_c), modes_out,
@@ -441,11 +460,9 @@ def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, out=
     """
     foreign = type(a) is not np.ndarray or type(b) is not np.ndarray
     if foreign and (kind := foreign_kind((a, b))):  # Dask arrays, say
-        plain = (None, Unary.IDENTITY, "identity")
         return call_front_end(kind, "contract", a, modes_a, b, modes_b, modes_out, alpha=alpha,
                               c=c, beta=beta, out=out, compute_dtype=compute_dtype,
-                              unary_a=None if unary_a in plain else unary_a,
-                              unary_b=None if unary_b in plain else unary_b)
+                              unary_a=_given(unary_a), unary_b=_given(unary_b))
     arrays = (as_array(a, "a"), as_array(b, "b")) + (() if c is None else (as_array(c, "c"),))
     key = cache_key(("contraction", modes_a, modes_b, modes_out, unary_a, unary_b, compute_dtype,
                 c is None), (modes_a, modes_b, modes_out))
@@ -453,6 +470,12 @@ def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, out=
         "alpha": alpha, "beta": beta}
     return call(arrays, out, key, _contraction_plan, modes_a, modes_b, modes_out, unary_a,
                  unary_b, compute_dtype, scalars=scalars)
+
+
+def _given(unary):
+    """A unary as a front end of another kind of array is given it: None where it is the
+    identity (the default: not given)."""
+    return None if unary in (None, Unary.IDENTITY, "identity") else unary
 
 
 def _contraction_plan(arrays, out, modes_a, modes_b, modes_out, unary_a, unary_b,
@@ -466,6 +489,9 @@ def _contraction_plan(arrays, out, modes_a, modes_b, modes_out, unary_a, unary_b
 
 def inner_product(a, b):
     """``sum(conj(a) * b)`` as a rank-0 array (conjugate-linear on the left, like vdot)."""
+    foreign = type(a) is not np.ndarray or type(b) is not np.ndarray
+    if foreign and (kind := foreign_kind((a, b))):  # Dask arrays, say
+        return call_front_end(kind, "inner_product", a, b)
     a, b = as_array(a, "a"), as_array(b, "b")
     if a.shape != b.shape:
         raise DescriptorError(f"inner_product of shapes {a.shape} and {b.shape}")
@@ -475,7 +501,7 @@ def inner_product(a, b):
 
 def inner_product_host(a, b):
     """:func:`inner_product` as a Python scalar."""
-    return inner_product(a, b)[()].item()
+    return _host_scalar(inner_product(a, b))
 
 
 def norm(a):
@@ -492,6 +518,8 @@ def norm(a):
     >>> norm([3, 4])
     array(5.)
     """
+    if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
+        return call_front_end(kind, "norm", a)
     a = as_array(a, "a")
     if a.dtype not in KERNEL_TYPES:
         if a.dtype.kind not in "biu":
@@ -558,9 +586,17 @@ def _scaled64(a, shift):
 
 def norm_host(a):
     """:func:`norm` as a Python float."""
-    return float(norm(a))
+    return float(_host_scalar(norm(a)))
 
 
 def to_host(x):
-    """``x`` as a host NumPy array (tenalg arrays already live on the host)."""
+    """``x`` as a host NumPy array: an array of a kind with a front end of its own is
+    brought there by its ``to_host`` (a Dask array computed), anything else read by
+    ``numpy.asarray``.
+
+    >>> to_host([1.0, 2.0])
+    array([1., 2.])
+    """
+    if type(x) is not np.ndarray and (kind := foreign_kind((x,))):  # Dask arrays, say
+        return call_front_end(kind, "to_host", x)
     return np.asarray(x)

@@ -20,6 +20,8 @@ from .errors import AliasError, OutputTypeError
 from .kernels import compiler
 from .operations import Operation
 from .plan import Plan
+from .plan_cache import cached_plans
+from .seam import on_change
 from .views import made_by_numpy
 
 
@@ -80,6 +82,7 @@ def _descriptor(layout, what):
 # hit is one lookup, no lock), emptied when full
 CALLS = {}
 MAX_CALLS = 1024
+on_change(CALLS.clear)  # a plan keeps the backend chosen when it was made
 
 
 def plain_ints(value):
@@ -235,7 +238,7 @@ def is_one(value):
     return (type(value) is int or type(value) is float) and value == 1
 
 
-@functools.lru_cache(maxsize=1024)
+@cached_plans(1024)
 def _plan_for_layouts(kind, operands, addend, out, out_modes, options):
     """Build (once per layout) the plan of a front-end call; arguments are hashable keys."""
     inputs = [

@@ -563,11 +563,30 @@ def gemm_layout(a, b, out_modes, dtype):
                             [strides[m] for m in out_modes], dtype)
 
 
+class RunnerStep:
+    """A seam runner (:mod:`tenalg.seam`) as one step of a :class:`Chain`."""
+
+    bare_matmul = None
+
+    def __init__(self, runner, operation):
+        self.runner = runner
+        self._addend = operation.addend is not None
+
+    def run(self, out, arrays, c, alpha, beta):
+        arrays = [*arrays, c] if self._addend else arrays
+        self.runner.run(out, arrays, {"alpha": alpha, "beta": beta})
+
+    def explain(self):
+        return self.runner.explain()
+
+
 class Chain:
     """Pairwise contractions along ``path``; intermediates in the compute type.
 
-    ``make(operation)`` builds what runs one step (a ContractionKernel, or a Plan for
-    einsum); the last step writes ``out`` (a descriptor or dtype) with the addend.
+    ``make(operation)`` builds what runs one step, with ContractionKernel's ``run(out,
+    arrays, c, alpha, beta)``: a ContractionKernel, or for einsum what the seam chooses
+    (a :class:`RunnerStep`); the last step writes ``out`` (a descriptor or dtype) with
+    the addend.
     """
 
     def __init__(self, operands, out_modes, path, *, out, addend, compute, make, order="K"):

@@ -29,8 +29,9 @@ import threading
 
 import numpy as np
 
+from . import seam
 from .allocation import allocator, stand_in
-from .contraction import Chain, ContractionKernel, find_path
+from .contraction import Chain, RunnerStep, find_path
 from .descriptors import Operand, TensorDescriptor
 from .dtypes import STORAGE_TYPES, compute_type, result_type, storage_type
 from .einsum_numpy import (
@@ -64,7 +65,6 @@ from .inputs import as_array
 from .operations import Operation
 from .plan import Plan
 from .plan_cache import PlanCache
-from .seam import call_front_end, foreign_kind
 from .views import check_inside, diagonal_calls, diagonal_steps, made_by_numpy, strided_view
 
 LABELS = string.ascii_letters
@@ -395,8 +395,7 @@ class EinsumPlan:
                              compute=self.compute, order=self._plan_order)
             return operation.output, _Single(Plan(operation))
         chain = Chain(self.operands, self.out_modes, self.path, out=target, addend=None,
-                      compute=self.compute, make=ContractionKernel,
-                      order=self._plan_order)
+                      compute=self.compute, make=_chain_step, order=self._plan_order)
         return chain.steps[-1][2].output, chain
 
     # -- execution ----------------------------------------------------------------------
@@ -587,12 +586,33 @@ def einsum_plan(subscripts, *operands_or_descriptors, dtype=None, compute_dtype=
     >>> plan(np.eye(4, dtype=np.float32), np.ones((4, 4), np.float32)).sum().item()
     16.0
     """
+    if kind := seam.foreign_kind(operands_or_descriptors):  # a front end's plans, or none
+        return seam.call_front_end(kind, "einsum_plan", subscripts, *operands_or_descriptors,
+                                   dtype=dtype, compute_dtype=compute_dtype,
+                                   **_given(optimize, order, casting))
     return EinsumPlan(subscripts, *operands_or_descriptors, dtype=dtype,
                       compute_dtype=compute_dtype, optimize=optimize, order=order,
                       casting=casting)
 
 
+def _given(optimize, order, casting):
+    """einsum's options as a front end of another kind of array is given them: those at
+    tenalg's defaults are not given (None)."""
+    auto = type(optimize) is str and optimize == "auto"
+    return {"optimize": None if auto else optimize, "order": None if order == "K" else order,
+            "casting": None if casting == "safe" else casting}
+
+
 PLANS = PlanCache()
+seam.on_change(PLANS.clear)  # a plan keeps the backends chosen when it was made
+
+
+def _chain_step(operation):
+    """What runs one pairwise contraction of an einsum: the runner the seam chooses for
+    it, as for any plan (the blas backend's GEMM kernel unless a backend comes first)."""
+    _, runner, _ = seam.choose(operation, "numpy")
+    step = getattr(runner, "step", None)
+    return step if step is not None else RunnerStep(runner, operation)
 
 
 def _hashable(optimize):
@@ -631,11 +651,10 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
     # over a generator costs 0.2-0.6 us a call
     for x in operands:
         if type(x) is not np.ndarray:
-            if (kind := foreign_kind(operands)) is not None:  # Dask arrays, say
-                return call_front_end(kind, "einsum", subscripts, *operands, dtype=dtype,
-                                      optimize=optimize, out=out, compute_dtype=compute_dtype,
-                                      order=None if order == "K" else order,
-                                      casting=None if casting == "safe" else casting)
+            if (kind := seam.foreign_kind(operands)) is not None:  # Dask arrays, say
+                return seam.call_front_end(kind, "einsum", subscripts, *operands, dtype=dtype,
+                                           out=out, compute_dtype=compute_dtype,
+                                           **_given(optimize, order, casting))
             arrays = [_as_operand(x, i) for i, x in enumerate(operands)]
             key = key[:6] + tuple((x.shape, x.strides, x.dtype) for x in arrays)
             break

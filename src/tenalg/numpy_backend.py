@@ -28,6 +28,7 @@ from .contraction import find_path
 from .einsum import bind, einsum, interleaved, parse
 from .einsum_numpy import mode_extents
 from .errors import AxisError, ExtentError, OperationError
+from .seam import foreign_kind
 
 
 def _normalize(axes, ndim, which):
@@ -64,7 +65,8 @@ def tensordot(a, b, axes=2):
     >>> tensordot(np.ones((2, 3)), np.ones((3, 2)), axes=([1], [0])).tolist()
     [[3.0, 3.0], [3.0, 3.0]]
     """
-    a, b = np.asarray(a), np.asarray(b)
+    if not foreign_kind((a, b)):  # (Dask arrays, say, go to einsum's front end for them)
+        a, b = np.asarray(a), np.asarray(b)
     if np.ndim(axes) == 0:  # an int N: a's last N axes with b's first N
         n = operator.index(axes)
         if n < 0 or n > min(a.ndim, b.ndim):

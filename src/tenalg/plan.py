@@ -74,7 +74,10 @@ class Plan:
         self.single = None  # one input of exactly its layout into a new output, unchecked
         self._run = getattr(self.runner, "run", None)
         call = self._call = getattr(self.runner, "call", None)
-        if hasattr(self.runner, "execute"):  # arrays that are not NumPy's: the runner checks
+        if kind != "numpy":  # arrays that are not NumPy's: the runner takes the call
+            if not (hasattr(self.runner, "execute") and hasattr(self.runner, "execute_into")):
+                raise OperationError(f"backend {self.backend!r} gave a runner for {kind} "
+                                     "arrays without execute and execute_into (tenalg.seam)")
             self.execute = self._foreign_execute
             self.execute_into = self._foreign_execute_into
         elif call is not None:
@@ -114,11 +117,37 @@ class Plan:
 
     def _foreign_execute(self, *arrays, alpha=None, beta=None, gamma=None):
         scalars, _ = self._check_scalars(alpha, beta, gamma)
+        self._check_foreign(arrays)
         return self.runner.execute(arrays, scalars)
 
     def _foreign_execute_into(self, out, *arrays, alpha=None, beta=None, gamma=None):
         scalars, _ = self._check_scalars(alpha, beta, gamma)
+        self._check_foreign(arrays)
+        self._check_foreign_one(out, self._out_expected, "out", OutputMismatchError)
         return self.runner.execute_into(out, arrays, scalars)
+
+    def _check_foreign(self, arrays):
+        """What a plan can check of arrays that are not NumPy's: their count, extents and
+        dtype (where the array's dtype is NumPy's, as CuPy's and Dask's are); the
+        runner checks the rest."""
+        if len(arrays) != len(self._expected):
+            raise InputCountError(
+                f"{self.operation.kind} plan takes {len(self._expected)} arrays "
+                f"({', '.join(self._names)}), got {len(arrays)}"
+            )
+        for name, x, expected in zip(self._names, arrays, self._expected, strict=True):
+            self._check_foreign_one(x, expected, f"input {name}", InputMismatchError)
+
+    @staticmethod
+    def _check_foreign_one(x, expected, what, error):
+        extents, _, dtype = expected
+        shape = getattr(x, "shape", None)
+        if shape is None:
+            raise error(f"{what}: expected an array, got {type(x).__name__}")
+        if tuple(shape) != extents:
+            raise error(f"{what}: extents {tuple(shape)}, the plan has {extents}")
+        if isinstance(x.dtype, np.dtype) and x.dtype != dtype:
+            raise error(f"{what}: dtype {x.dtype}, the plan has {dtype}")
 
     def _execute_unchecked(self, *arrays):
         """:meth:`execute` with the default scalars and without its checks, for tenalg's

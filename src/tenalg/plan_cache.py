@@ -1,4 +1,7 @@
-"""A thread-safe LRU cache of plans: einsum's, keyed by expression, layouts and options.
+"""Caches of plans: a thread-safe LRU cache (einsum's, keyed by expression, layouts and
+options), and :func:`cached_plans` for functions that build plans.  Each plan keeps the
+backend chosen when it was made, so the caches empty themselves when the registered
+backends change (:func:`tenalg.seam.on_change`).
 
 >>> cache = PlanCache(maxsize=2)
 >>> cache.put("a", 1), cache.put("b", 2), cache.put("c", 3), cache.get("a")
@@ -6,7 +9,27 @@
 """
 
 import collections
+import functools
 import threading
+
+from .seam import on_change
+
+
+def cached_plans(maxsize):
+    """``functools.lru_cache(maxsize)`` for a function that builds plans (or what keeps
+    them), emptied whenever a backend is registered or removed.
+
+    >>> @cached_plans(8)
+    ... def plan(shape):
+    ...     return object()
+    >>> plan((2,)) is plan((2,))
+    True
+    """
+    def decorate(function):
+        cached = functools.lru_cache(maxsize)(function)
+        on_change(cached.cache_clear)
+        return cached
+    return decorate
 
 
 class PlanCache:

@@ -19,14 +19,19 @@ runner.  A runner has
 - optionally ``call(arrays, out=None)``: the whole operation with the default scalars and
   no checks at all, for the plan's one-pass fast path (``call.scaled``: it also takes
   ``call(arrays, out, scalars_tuple)``; ``call.single(a)``: one input, nothing between);
-- optionally ``execute(arrays, scalars)`` and ``execute_into(out, arrays, scalars)``, for
-  runners of arrays that are not NumPy's: the plan then hands them everything, checks
-  included, since it knows only NumPy's layouts;
+- ``execute(arrays, scalars)`` and ``execute_into(out, arrays, scalars)`` instead, for
+  runners of arrays that are not NumPy's (a plan of another ``kind``): the plan checks
+  the count, extents and dtypes of what it is given and hands the rest to them (strides,
+  bounds, aliasing, allocation), since it knows only NumPy's layouts;
 - optionally ``beside_gemm``: a context manager factory for running next to BLAS calls
-  (the Numba kernels' one thread).
+  (the Numba kernels' one thread);
+- optionally ``step``, for a contraction: what einsum's chain of pairwise contractions
+  calls for it, ``step.run(out, arrays, c, alpha, beta)`` (the blas runner's GEMM kernel,
+  without the dict of scalars); a chain calls ``run`` of a runner without one.
 
 Backends live in :mod:`tenalg.backends`, each in its own module; this module and the plan
-know none of them by name.
+know none of them by name.  Caches of plans empty themselves when the registry changes
+(:func:`on_change`), so that a backend registered or removed is asked from the next call.
 
 >>> class Echo:
 ...     name = "echo"
@@ -55,6 +60,21 @@ from .errors import OperationError
 _BACKENDS = []
 _LOCK = threading.Lock()
 _FRONT_ENDS = {}  # array kind -> the module whose NumPy-named functions take such arrays
+_LISTENERS = []  # what empties each cache of plans, called when the registry changes
+
+
+def on_change(callback):
+    """Call ``callback()`` whenever a backend is registered or removed: the caches of
+    plans (the front ends', einsum's, the symmetric layer's) empty themselves with it,
+    since each plan keeps the backend that was chosen when it was made.  Returns
+    ``callback``."""
+    _LISTENERS.append(callback)
+    return callback
+
+
+def _changed():
+    for callback in _LISTENERS:
+        callback()
 
 
 def register(backend, *, first=False, before=None):
@@ -68,8 +88,7 @@ def register(backend, *, first=False, before=None):
         names = [b.name for b in _BACKENDS]
         if backend.name in names:
             _BACKENDS[names.index(backend.name)] = backend
-            return
-        if first:
+        elif first:
             _BACKENDS.insert(0, backend)
         elif before is not None:
             if before not in names:
@@ -78,12 +97,17 @@ def register(backend, *, first=False, before=None):
             _BACKENDS.insert(names.index(before), backend)
         else:
             _BACKENDS.append(backend)
+    _changed()
 
 
 def unregister(name):
     """Remove the backend called ``name`` (nothing if there is none)."""
     with _LOCK:
-        _BACKENDS[:] = [b for b in _BACKENDS if b.name != name]
+        kept = [b for b in _BACKENDS if b.name != name]
+        removed = len(kept) != len(_BACKENDS)
+        _BACKENDS[:] = kept
+    if removed:
+        _changed()
 
 
 def registered():
@@ -100,22 +124,40 @@ def find(name):
     raise OperationError(f"no backend {name!r} is registered (there are {names})")
 
 
+def _package(cls):
+    return cls.__module__.partition(".")[0]
+
+
 def array_kind(x):
     """The kind of array ``x`` is, by the package that defines its type: "numpy" for a
-    ``numpy.ndarray``, "cupy", "dask", "torch", ...
+    ``numpy.ndarray``, "cupy", "dask", "torch", ...  A subclass defined elsewhere (a
+    ``torch.Tensor`` subclass of another package) has the kind of the nearest class it
+    derives from whose package has a front end (:func:`register_front_end`).
 
     >>> import numpy as np
     >>> array_kind(np.ones(2)), array_kind(3.0)
     ('numpy', 'builtins')
     """
-    return type(x).__module__.partition(".")[0]
+    cls = type(x)
+    kind = _package(cls)
+    if kind == "numpy" or kind in _FRONT_ENDS:
+        return kind
+    for base in cls.__mro__[1:-1]:  # (the last is object)
+        if (package := _package(base)) in _FRONT_ENDS:
+            return package
+    return kind
 
 
 def register_front_end(kind, module):
     """Arrays of ``kind`` given to tenalg's NumPy-named front ends (``ta.einsum``,
-    ``ta.sum``, ...) go to the functions of the same names in ``module`` (a module name,
-    imported on first use: such modules hold optional dependencies, Dask's for "dask").
-    Importing it is also what registers its backends."""
+    ``ta.sum``, ``ta.norm``, ...) go to the functions of the same names in ``module``: a
+    module, or a module's name, imported on first use (such modules hold optional
+    dependencies, Dask's for "dask"; importing it is also what registers its backends).
+
+    A front end takes the arguments the user gave, with the options (keywords) left out
+    that are None or False, or tenalg's defaults (``optimize="auto"``): one it does not
+    take is refused with a clear error (:func:`call_front_end`), as is a function the
+    module lacks."""
     _FRONT_ENDS[kind] = module
 
 
@@ -138,7 +180,10 @@ def foreign_kind(operands):
 
 def front_end(kind):
     """The module that implements the NumPy-named front ends for arrays of ``kind``."""
-    return importlib.import_module(_FRONT_ENDS[kind])  # optional dependency: loaded lazily
+    module = _FRONT_ENDS[kind]
+    if isinstance(module, str):  # an optional dependency: loaded lazily
+        module = importlib.import_module(module)
+    return module
 
 
 def call_front_end(kind, name, *args, **options):
@@ -154,9 +199,17 @@ def call_front_end(kind, name, *args, **options):
     Traceback (most recent call last):
     ...
     tenalg.errors.OperationError: ta.floor of builtins arrays does not take out=
+    >>> call_front_end("builtins", "norm", 2.5)
+    Traceback (most recent call last):
+    ...
+    tenalg.errors.OperationError: ta.norm does not take builtins arrays (math has no norm)
     >>> del _FRONT_ENDS["builtins"]
     """
-    function = getattr(front_end(kind), name)
+    module = front_end(kind)
+    function = getattr(module, name, None)
+    if function is None:  # refused, not computed after a conversion to NumPy
+        raise OperationError(f"ta.{name} does not take {kind} arrays "
+                             f"({module.__name__} has no {name})")
     given = {k: v for k, v in options.items() if v is not None and v is not False}
     refused = [k for k in given if k not in _keywords(function)]
     if refused:
@@ -197,8 +250,9 @@ def choose(operation, kind, backend="auto"):
                              f"arrays (asked: {', '.join(b.name for b in registered())})")
     candidate = find(backend) if isinstance(backend, str) else backend
     if not candidate.supports(operation, kind):
-        raise OperationError(f"backend {candidate.name!r} does not run a {operation.kind} "
-                             f"of these dtypes on {kind} arrays")
+        raise OperationError(f"backend {candidate.name!r} does not run this "
+                             f"{operation.kind} on {kind} arrays (its dtypes or unary "
+                             f"transforms, or the kind of array: Plan(kind=...) names it)")
     runner = candidate.prepare(operation, chosen=True)
     if runner is None:
         raise OperationError(f"backend {candidate.name!r} declined a {operation.kind} "

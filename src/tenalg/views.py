@@ -16,6 +16,7 @@ import numpy as np
 
 from .descriptors import overlapping
 from .errors import AxisError, BoundsError, DescriptorError, IntegerTypeError
+from .seam import call_front_end, foreign_kind
 
 
 def _owner(a):
@@ -215,6 +216,8 @@ def diagonal(a, axis1=0, axis2=1, *, offset=0):
         if -n <= axis1 < n and -n <= axis2 < n and axis1 % n != axis2 % n:
             return a.diagonal(offset, axis1, axis2)  # read-only
     if not isinstance(a, np.ndarray):
+        if kind := foreign_kind((a,)):  # Dask arrays, say
+            return call_front_end(kind, "diagonal", a, axis1, axis2, offset=offset)
         a = np.asarray(a)
     check_offset(offset)
     view = diagonals(a, [(axis1, axis2)])

@@ -181,12 +181,13 @@ def test_numpys_options_through_ta_are_honoured_or_refused(client):
                (lambda: ta.trace(d, out=out), "out="),
                (lambda: ta.permute(d, out=out), "out="),
                (lambda: ta.einsum("ijk->j", d, out=out), "out="),
-               (lambda: ta.einsum("ijk->j", d, order="F"), "order="),
-               (lambda: ta.contract(d, "ijk", d, "ijk", "j", unary_a="conj"), "unary_a=")]
+               (lambda: ta.einsum("ijk->j", d, order="F"), "order=")]
     for call, option in refused:
         with pytest.raises(ta.OperationError, match=f"of dask arrays does not take {option}"):
             call()
     assert not out.any()
+    with pytest.raises(ta.OperationError, match="unknown Unary 'conj'"):
+        ta.contract(d, "ijk", d, "ijk", "j", unary_a="conj")
 
 
 def test_axes_and_casting_are_checked_as_numpy_checks_them(client):
@@ -300,3 +301,78 @@ def test_a_plan_maps_over_a_dask_arrays_blocks(client):
     sums = ta.Plan(ta.Operation.reduction(ta.Operand(x[:10], "bij"), out_modes="bi"))
     got = blocks.map_blocks(sums.execute, drop_axis=2, dtype=x.dtype).compute()
     np.testing.assert_allclose(got, x.sum(axis=2), rtol=1e-13)
+
+
+def test_every_front_end_takes_dask_arrays(client):
+    """The front ends that converted a Dask array to NumPy (computing it whole) or
+    refused it with a NumPy error run on it lazily, or refuse it clearly (found by a
+    probe that wrote a backend from the docs)."""
+    x = _rand((5, 4), np.complex128)
+    y = _rand((4,), seed=1)
+    dx, dy = da.from_array(x, chunks=(2, 3)), da.from_array(y, chunks=3)
+    got = ta.elementwise_binary(dx, "ij", dy, "j", "ji", "mul", alpha=2,
+                                unary_a="conjugate")
+    assert isinstance(got, da.Array)
+    _close(got.compute(), (2 * x.conj() * y).T, np.complex128)
+    got = ta.elementwise_binary(dx, "ij", dy, "j", "ij", "add", unary_a="abs")
+    _close(got.compute(), ta.elementwise_binary(x, "ij", y, "j", "ij", "add", unary_a="abs"),
+           np.complex128)  # (the result type of complex inputs: complex)
+    _close(got.compute().real, np.abs(x) + y)
+    got = ta.elementwise_trinary(dx, "ij", dy, "j", x, "ij", "ij", "mul", "add", gamma=3)
+    _close(got.compute(), x * y + 3 * x, np.complex128)
+    _close(ta.inner_product(dx, dx).compute(), np.asarray(np.vdot(x, x)), np.complex128)
+    assert ta.inner_product_host(dy, dy) == pytest.approx(float(y @ y))
+    _close(ta.norm(dx).compute(), np.asarray(np.linalg.norm(x)))
+    assert ta.norm_host(dx) == pytest.approx(np.linalg.norm(x))
+    assert ta.norm_host(da.full((4, 4), 1e300, chunks=3)) == pytest.approx(4e300)
+    assert ta.norm_host(da.from_array(np.array(-3.0))) == 3.0
+    assert ta.norm_host(da.zeros((0, 3), chunks=2)) == 0.0
+    assert ta.sum_host(dy) == pytest.approx(y.sum())
+    host = ta.to_host(dx)
+    assert type(host) is np.ndarray and np.array_equal(host, x)
+    np.testing.assert_array_equal(ta.diagonal(dx, 1, 0, offset=-1).compute(),
+                                  np.diagonal(x, -1, 1, 0))
+    got = ta.tensordot(dx, dy, axes=([1], [0]))
+    assert isinstance(got, da.Array)
+    _close(got.compute(), np.tensordot(x, y, ([1], [0])), np.complex128)
+    _close(ta.contract(dx, "ij", dy, "j", "i", unary_a="conjugate").compute(), x.conj() @ y,
+           np.complex128)
+    refused = [
+        (lambda: ta.einsum_plan("ij->j", dx), "einsum_plan does not take dask"),
+        (lambda: ta.elementwise_binary(dx, "ij", dy, "j", "ij", out=np.empty((5, 4))),
+         "does not take out="),
+        (lambda: ta.elementwise_binary(dx[:4], "ii", dy, "i", "i"), "repeats a mode"),
+        (lambda: ta.elementwise_binary(dx, "ij", da.ones(3), "j", "ij"), "extents"),
+        (lambda: ta.elementwise_binary(dx, "ij", dy, "j", "i"), "cannot reduce"),
+        (lambda: ta.elementwise_binary(dx, "ij", dy, "j", "ij", alpha="x"), "number"),
+        (lambda: ta.contract(dx, "ij", dy, "j", "i", unary_a="sqrt"), "conjugated"),
+        (lambda: ta.inner_product(dx, dy), "shapes"),
+        (lambda: ta.diagonal(dx, 1, -1), "repeat"),
+    ]
+    for call, message in refused:  # when the graph is built, not when it computes
+        with pytest.raises(ta.TenalgError, match=message):
+            call()
+
+
+def test_a_dask_plan_is_checked_as_a_numpy_one(client):
+    """Plan(kind="dask") ran whatever it was given: a (5, 3) array through a (4, 3)
+    plan, float32 through a float64 one, a surplus array ignored, a wrong out raised
+    NumPy's error after computing; and it claimed abs reductions it then refused."""
+    a = _rand((4, 3))
+    op = ta.Operation.reduction(ta.Operand(a, "ij"), out_modes="j")
+    plan = ta.Plan(op, kind="dask")
+    _close(plan.execute(da.from_array(a, chunks=2)).compute(), a.sum(0))
+    with pytest.raises(ta.InputMismatchError, match="extents"):
+        plan.execute(da.ones((5, 3)))
+    with pytest.raises(ta.InputMismatchError, match="dtype"):
+        plan.execute(da.ones((4, 3), dtype=np.float32))
+    with pytest.raises(ta.InputCountError):
+        plan.execute(da.ones((4, 3)), da.ones((4, 3)))
+    out = np.zeros(4)
+    with pytest.raises(ta.OutputMismatchError, match="extents"):
+        plan.execute_into(out, da.ones((4, 3)))
+    assert not out.any()
+    absolute = ta.Operation.reduction(ta.Operand(a, "ij", unary="abs"), out_modes="j")
+    assert not tad.BACKEND.supports(absolute, "dask")
+    with pytest.raises(ta.OperationError, match="no registered backend"):
+        ta.Plan(absolute, kind="dask")

@@ -15,22 +15,23 @@ CONTRACTING_KINDS = ("contraction", "sum_product")
 
 
 class BlasRunner:
-    """Runs a ContractionKernel with the plan's scalars."""
+    """Runs a ContractionKernel with the plan's scalars; einsum's chains call the kernel
+    itself (``step``, see :mod:`tenalg.seam`)."""
 
     reason = "GEMM through NumPy's matmul"
 
     def __init__(self, operation):
-        self._kernel = ContractionKernel(operation)
+        self.step = ContractionKernel(operation)
         self._inputs = len(operation.inputs)
         self._addend = operation.addend is not None
 
     def run(self, out, arrays, scalars):
         n = self._inputs
         c = arrays[n] if self._addend else None
-        self._kernel.run(out, arrays[:n], c, scalars["alpha"], scalars["beta"])
+        self.step.run(out, arrays[:n], c, scalars["alpha"], scalars["beta"])
 
     def explain(self):
-        return self._kernel.explain()
+        return self.step.explain()
 
 
 class BlasBackend:

@@ -16,13 +16,19 @@ from .backend import DaskBackend
 from .backend import run_operation
 from .dense import contract
 from .dense import contraction_path
+from .dense import diagonal
 from .dense import einsum
+from .dense import inner_product
 from .dense import memory_limit_of
+from .dense import norm
 from .dense import partial_trace
 from .dense import permute
 from .dense import reduce
 from .dense import sum
+from .dense import to_host
 from .dense import trace
+from .elementwise import elementwise_binary
+from .elementwise import elementwise_trinary
 from .pack import DistributedPack
 from .pack import PackOperationError
 from .stencil import step as stencil_step

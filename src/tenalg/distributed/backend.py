@@ -23,16 +23,22 @@ from ..operations import output_aligned
 from . import dense
 
 KINDS = ("contraction", "sum_product", "reduction", "permutation")
+UNARIES = ("identity", "conjugate")
+
+
+def _unary(operand):
+    return getattr(operand.unary, "value", operand.unary)
+
+
+def runs(operation):
+    """Whether the backend runs ``operation``: one of :data:`KINDS`, every operand (the
+    addend too) read as it is or conjugated."""
+    operands = operation.inputs + (() if operation.addend is None else (operation.addend,))
+    return operation.kind in KINDS and all(_unary(x) in UNARIES for x in operands)
 
 
 def _read(operand, array):
-    unary = getattr(operand.unary, "value", operand.unary)
-    if unary == "identity":
-        return array
-    if unary == "conjugate":
-        return da.conj(array)
-    raise OperationError(f"the dask backend reads operands as identity or conjugate, "
-                         f"not {unary}")
+    return dense.read(array, operand.unary)
 
 
 def run_operation(operation, arrays, *, alpha=1, beta=0, addend=None, memory_limit=None):
@@ -104,10 +110,10 @@ class DaskBackend:
     name = "dask"
 
     def supports(self, operation, kind):
-        return kind == "dask" and operation.kind in KINDS
+        return kind == "dask" and runs(operation)
 
     def prepare(self, operation, chosen=False):
-        return DaskRunner(operation) if operation.kind in KINDS else None
+        return DaskRunner(operation) if runs(operation) else None
 
 
 BACKEND = DaskBackend()

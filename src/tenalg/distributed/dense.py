@@ -1,4 +1,5 @@
-"""Dense front ends on Dask arrays: einsum, contract, permute, sum, reduce, trace.
+"""Dense front ends on Dask arrays: einsum, contract, permute, sum, reduce, trace,
+diagonal, inner_product, norm, to_host.
 
 Each takes ``dask.array.Array`` operands (NumPy arrays are wrapped) and returns a lazy
 Dask array. Multi-operand expressions follow opt_einsum's path; every pairwise step is
@@ -24,10 +25,11 @@ from dask.utils import parse_bytes
 from opt_einsum import parser
 
 from .. import api
+from ..descriptors import Unary
 from ..einsum import einsum as _ta_einsum
 from ..einsum_numpy import check_casting, numpy_dtype
-from ..errors import OperationError
-from ..views import check_offset, normalize_axis
+from ..errors import DescriptorError, OperationError
+from ..views import check_offset, normalize_axes, normalize_axis
 from . import cluster
 from .blockwise import blockwise
 
@@ -144,8 +146,20 @@ def _scaled(result, alpha, c, beta):
     return result if c is None or beta == 0 else result + beta * _dask(c)
 
 
-def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, memory_limit=None,
-             split_every=4):
+def read(array, unary, what="operand"):
+    """``array`` read through ``unary``: as it is (None or "identity") or conjugated,
+    the two that Dask's own operations give lazily."""
+    unary = Unary.coerce("identity" if unary is None else unary)
+    if unary is Unary.IDENTITY:
+        return array
+    if unary is Unary.CONJUGATE:
+        return da.conj(array)
+    raise OperationError(f"{what}: Dask arrays are read as they are or conjugated, "
+                         f"not through {unary.value!r}")
+
+
+def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, unary_a=None,
+             unary_b=None, memory_limit=None, split_every=4):
     """D = alpha * sum A B + beta * C over the modes absent from ``modes_out``.
 
     >>> import dask.array as da
@@ -153,9 +167,67 @@ def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, memo
     [3.0, 3.0]
     """
     sa, sb, so = _letters(modes_a, modes_b, modes_out)
+    a, b = read(_dask(a), unary_a, "input A"), read(_dask(b), unary_b, "input B")
     result = einsum(f"{sa},{sb}->{so}", a, b, memory_limit=memory_limit,
                     split_every=split_every)
     return _scaled(result, alpha, c, beta)
+
+
+def inner_product(a, b, *, memory_limit=None):
+    """``sum(conj(a) * b)`` as a rank-0 Dask array.
+
+    >>> import dask.array as da
+    >>> float(inner_product(da.ones((3, 2), chunks=2), da.full((3, 2), 2.0)).compute())
+    12.0
+    """
+    a, b = _dask(a), _dask(b)
+    if a.shape != b.shape:
+        raise DescriptorError(f"inner_product of shapes {a.shape} and {b.shape}")
+    letters = _letters(range(a.ndim))[0]
+    return einsum(f"{letters},{letters}->", da.conj(a), b, memory_limit=memory_limit)
+
+
+def _block_norm(block):
+    return np.asarray(api.norm(block)).reshape((1,) * block.ndim)
+
+
+def _norm_of_norms(norms):
+    return np.asarray(api.norm(norms))
+
+
+def norm(a):
+    """The Frobenius norm as a rank-0 Dask array: each block's norm by
+    :func:`tenalg.norm` (scaled where squares would overflow or underflow), then the
+    norm of those norms, which is the whole array's.
+
+    >>> import dask.array as da
+    >>> float(norm(da.full((4, 4), 1e300, chunks=2)).compute())
+    4e+300
+    """
+    a = _dask(a)
+    dtype = _block_norm(np.zeros((1,) * a.ndim, a.dtype)).dtype  # checks the dtype
+    norms = a.map_blocks(_block_norm, chunks=tuple((1,) * n for n in a.numblocks),
+                         dtype=dtype)
+    return norms.reshape(-1).rechunk(-1).map_blocks(_norm_of_norms, drop_axis=0, dtype=dtype)
+
+
+def to_host(x):
+    """``x`` computed, as a NumPy array."""
+    return np.asarray(_dask(x).compute())
+
+
+def diagonal(a, axis1=0, axis2=1, *, offset=0):
+    """NumPy's diagonal of axes ``axis1`` and ``axis2`` (its axis last), lazily.
+
+    >>> import dask.array as da
+    >>> diagonal(da.eye(3, chunks=2), offset=1).compute().tolist()
+    [0.0, 0.0]
+    """
+    a = _dask(a)
+    axis1, axis2 = normalize_axes((axis1, axis2), a.ndim)
+    if axis1 == axis2:
+        raise DescriptorError(f"axes repeat in the diagonal pair ({axis1}, {axis2})")
+    return da.diagonal(a, check_offset(offset), axis1, axis2)
 
 
 def _reduce_block(modes_in, modes_out, op, block):

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..dtypes import result_type
 from ..errors import OperationError
+from ..plan_cache import cached_plans
 from . import dense
 from .gather import BATCH, Gather, worth_copying
 from .sectors import block_shape, total_charge
@@ -95,7 +96,7 @@ def _spec(legs_a, modes_a, legs_b, modes_b, modes_out):
     return _Spec(legs_a, modes_a, legs_b, modes_b, modes_out)
 
 
-@functools.lru_cache(maxsize=256)
+@cached_plans(256)
 def _schedule(spec, keys_a, keys_b, dtype_a, dtype_b, group, fluxes):
     """The schedule of a structure, its blocks' keys checked (``fluxes``: a's and b's)."""
     check_keys(group, spec.legs_a, fluxes[0], keys_a)

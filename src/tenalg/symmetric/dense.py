@@ -17,18 +17,17 @@ write (beta = 0) takes a plan without addend.
 [[6.0, 6.0], [6.0, 6.0]]
 """
 
-import functools
-
 from ..descriptors import Operand, TensorDescriptor
 from ..operations import Operation
 from ..plan import Plan
+from ..plan_cache import cached_plans
 
 
 def _descriptor(shape, dtype):
     return TensorDescriptor.contiguous(shape, dtype)
 
 
-@functools.lru_cache(maxsize=4096)
+@cached_plans(4096)
 def contraction_plan(shape_a, dtype_a, modes_a, shape_b, dtype_b, modes_b, shape_out,
                      dtype_out, modes_out, accumulate):
     """The plan of ``out = sum a b (+ out)`` over the modes absent from ``modes_out``."""
@@ -40,7 +39,7 @@ def contraction_plan(shape_a, dtype_a, modes_a, shape_b, dtype_b, modes_b, shape
     ))
 
 
-@functools.lru_cache(maxsize=4096)
+@cached_plans(4096)
 def reduction_plan(shape, dtype, modes, shape_out, dtype_out, modes_out, accumulate):
     """The plan of ``out = sum a (+ out)``; repeated ``modes`` read a diagonal (no copy)."""
     out = _descriptor(shape_out, dtype_out)
@@ -66,7 +65,7 @@ def execute_gathered(plan, *arrays):
     return plan._execute_unchecked(*arrays)
 
 
-@functools.lru_cache(maxsize=4096)
+@cached_plans(4096)
 def _permutation_plan(shape, dtype, out_descriptor, axes):
     modes = tuple(range(len(shape)))
     return Plan(Operation.permutation(

@@ -17,12 +17,12 @@ schedule (gathers, plans) is cached per structure.
 True
 """
 
-import functools
 import math
 
 import numpy as np
 
 from ..errors import OperationError
+from ..plan_cache import cached_plans
 from ..views import normalize_axes
 from . import dense
 from .gather import BATCH, Gather, worth_copying
@@ -107,7 +107,7 @@ class _Schedule:
         return out
 
 
-@functools.lru_cache(maxsize=256)
+@cached_plans(256)
 def _schedule(group, legs, flux, keys, pairs, dtype):
     return _Schedule(group, legs, flux, keys, pairs, dtype)
 
