@@ -167,9 +167,11 @@ class TensorDescriptor:
 
     @classmethod
     def from_array(cls, array, what="array"):
-        """Read a descriptor off a NumPy array; byte strides must be whole elements."""
-        if not isinstance(array, np.ndarray):
-            raise DescriptorError(f"{what}: expected a numpy.ndarray, got {type(array).__name__}")
+        """Read a descriptor off an array with NumPy's ``shape``, byte ``strides`` and
+        ``dtype`` (NumPy's, CuPy's); byte strides must be whole elements."""
+        if not _strided(array):
+            raise DescriptorError(f"{what}: expected an array with a shape, byte strides and "
+                                  f"a NumPy dtype (NumPy's, CuPy's), got {type(array).__name__}")
         return cls.from_byte_strides(array.shape, array.strides, array.dtype, what)
 
     @classmethod
@@ -224,6 +226,15 @@ class TensorDescriptor:
         return f"TensorDescriptor({self.extents}, {self.strides}, {self.dtype})"
 
 
+def _strided(x):
+    """Whether ``x`` is an array as NumPy describes one: a ``shape``, byte ``strides`` and
+    a NumPy ``dtype`` (a NumPy or CuPy array; not a torch tensor, whose strides count
+    elements, nor a Dask array, which has none)."""
+    return (isinstance(x, np.ndarray)
+            or (isinstance(getattr(x, "strides", None), tuple) and hasattr(x, "shape")
+                and isinstance(getattr(x, "dtype", None), np.dtype)))
+
+
 class Operand:
     """A descriptor with mode labels and a unary transform.
 
@@ -234,7 +245,7 @@ class Operand:
     __slots__ = ("descriptor", "modes", "unary")
 
     def __init__(self, descriptor, modes, unary=Unary.IDENTITY, what="operand"):
-        if isinstance(descriptor, np.ndarray):
+        if _strided(descriptor):
             descriptor = TensorDescriptor.from_array(descriptor, what)
         if not isinstance(descriptor, TensorDescriptor):
             raise DescriptorError(

@@ -242,3 +242,32 @@ def test_scalars_given_as_zero_d_arrays_and_a_bool_after_its_equal_int():
     plan.execute(a, alpha=1.0)
     with pytest.raises(ta.DescriptorError, match="must be a number"):
         plan.execute(a, alpha=True)
+
+
+class Strided:
+    """An array of another library laid out as NumPy describes one (CuPy's arrays: a
+    shape, byte strides and a NumPy dtype)."""
+
+    def __init__(self, data):
+        self.shape, self.strides, self.dtype = data.shape, data.strides, data.dtype
+
+
+def test_descriptors_read_any_array_laid_out_as_numpys():
+    """Operand(x) and TensorDescriptor.from_array(x) took NumPy arrays only: a CuPy
+    backend's users could not describe their arrays (found by a backend probe)."""
+    a = np.zeros((4, 6), np.complex64)[::2, ::-3]
+    d = ta.TensorDescriptor.from_array(Strided(a))
+    assert (d.extents, d.strides, d.dtype) == ((2, 2), (12, -3), np.complex64)
+    assert ta.Operand(Strided(a), "ij").descriptor.strides == (12, -3)
+
+    class Elements:  # torch's strides count elements, and are a method
+        shape, dtype = (2,), np.dtype(np.float64)
+
+        def strides(self):
+            return (1,)
+
+    for x in (Elements(), [1.0, 2.0], type("NoDtype", (), {"shape": (2,), "strides": (8,)})()):
+        with pytest.raises(ta.DescriptorError, match="byte strides and a NumPy dtype"):
+            ta.TensorDescriptor.from_array(x)
+        with pytest.raises(ta.DescriptorError):
+            ta.Operand(x, "i")
