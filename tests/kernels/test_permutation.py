@@ -334,3 +334,30 @@ def test_permute_long_rows_split_into_pieces(dtypes):
     cpu.permute(out, view, alpha=-2, unary="identity", compute=compute)
     reference.permute(want, view, alpha=-2, unary="identity", compute=compute)
     assert np.array_equal(out.view(np.uint8), want.view(np.uint8))
+
+
+def _at_8_past_16(shape, dtype=np.complex128):
+    """A complex128 array whose data start 8 bytes past a multiple of 16: aligned, for
+    NumPy (complex128's alignment is 8)."""
+    size = int(np.prod(shape))
+    raw = np.zeros(2 * size + 4)
+    start = (-raw.ctypes.data % 16) // 8 + 1
+    x = raw[start:start + 2 * size].view(dtype).reshape(shape)
+    assert x.flags.aligned and x.ctypes.data % 16 == 8
+    return x
+
+
+def test_complex128_tiles_at_8_bytes_past_16():
+    """The tile kernel declared complex128's 16-byte loads and stores aligned to 16: the
+    process died (SIGSEGV) permuting such an array, into a new array, into one such as
+    out, and inside einsum (found by a probe of NumPy's inputs)."""
+    import tenalg as ta
+
+    a = _at_8_past_16((256, 384))
+    a[...] = np.arange(a.size).reshape(a.shape) * (1 - 2j)
+    np.testing.assert_array_equal(ta.permute(a), a.T)
+    out = _at_8_past_16((384, 256))
+    ta.permute(a, (1, 0), out=out)
+    np.testing.assert_array_equal(out, a.T)
+    v = np.arange(384.0)
+    np.testing.assert_allclose(ta.einsum("ij,j->ji", a, v), (a * v).T)

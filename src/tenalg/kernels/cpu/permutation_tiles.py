@@ -146,14 +146,15 @@ def _move_block(typingctx, out, o, so, a, s, sa, alpha, src, dst, stream):
         return None
     scaled = not isinstance(alpha, types.NoneType)
     bits = alpha.bitwidth if scaled else out.dtype.bitwidth
-    a_bytes, out_bytes = a.dtype.bitwidth // 8, out.dtype.bitwidth // 8
+    out_bytes = out.dtype.bitwidth // 8
+    a_align, out_align = _alignment(a), _alignment(out)
     wide_in, wide_out, streamed = src.literal_value, dst.literal_value, stream.literal_value
 
     def codegen(context, builder, sig, args):
         (_, o, so, _, s, sa, alpha, _, _, _), k = args, _block_side(bits)
         element = (ir.IntType(16) if wide_in else context.get_value_type(sig.args[6])
                    if scaled else ir.IntType(bits))
-        rows = _first_stage_rows(context, builder, sig, args, s, sa, element, k, a_bytes)
+        rows = _first_stage_rows(context, builder, sig, args, s, sa, element, k, a_align)
         if wide_in:
             rows = [_widened(builder, v, wide_in) for v in rows]
         if scaled:
@@ -173,11 +174,19 @@ def _move_block(typingctx, out, o, so, a, s, sa, alpha, src, dst, stream):
             if streamed and k * out_bytes == _LINE:
                 _streamed_store(builder, v, p, _LINE)
             else:
-                builder.store(v, p, align=out_bytes)
+                builder.store(v, p, align=out_align)
         return context.get_dummy_value()
 
     return types.void(out, types.int64, types.int64, a, types.int64, types.int64, alpha,
                       src, dst, stream), codegen
+
+
+def _alignment(array):
+    """The bytes that the elements of a Numba array type are known to be aligned to:
+    NumPy's alignment of the dtype where the array is aligned (complex128's is 8, not
+    its size: a complex128 array 8 bytes past 16 is aligned, and 16-byte loads declared
+    aligned to 16 became instructions that fault there), else 1."""
+    return np.dtype(str(array.dtype)).alignment if array.aligned else 1
 
 
 def _copy_tile(out, a, dst, src, sop, soq, sap, saq, mp, mq, alpha, fmt, mark, stream):
