@@ -116,3 +116,59 @@ def test_a_writable_user_cache_takes_the_compiled_kernels(tmp):
     assert result["place"] == "user" and result["directory"] == str(tmp / "xdg" / "tenalg")
     assert "CacheWarning" not in stderr
     assert list((tmp / "xdg" / "tenalg").rglob("*.nbi"))  # Numba's cache index files
+
+
+NO_JIT = """
+import numpy as np
+import tenalg as ta
+from tenalg import linalg, tt
+
+rng = np.random.default_rng(0)
+x = rng.random((64, 70, 80))
+checks = {
+    "sum": np.allclose(ta.sum(x), x.sum()),
+    "sum over 2": np.allclose(ta.sum(x, axis=2), x.sum(2)),
+    "sum over 0, 2": np.allclose(ta.sum(x, axis=(0, 2)), x.sum((0, 2))),
+    "permute": np.array_equal(ta.permute(x, (2, 0, 1)), x.transpose(2, 0, 1)),
+    "permute float16": np.array_equal(ta.permute(x.astype(np.float16), (2, 0, 1)),
+                                      x.astype(np.float16).transpose(2, 0, 1)),
+    "trinary": np.allclose(ta.elementwise_trinary(x, "ijk", x, "ijk", x, "ijk", "kij",
+                                                  gamma=3), (5 * x).transpose(2, 0, 1)),
+    "norm float32": np.isclose(ta.norm(x.astype(np.float32)),
+                               np.linalg.norm(x.astype(np.float32))),
+    "trace": np.allclose(ta.trace(x[:, :64, :64], 1, 2), np.trace(x[:, :64, :64], 0, 1, 2)),
+}
+u, s, v, _ = linalg.svd(x[0], [0])
+checks["svd"] = np.allclose((u * s) @ v, x[0])
+train = tt.random((4,) * 6, 3, rng=1)
+twice = tt.round(train + train, 1e-10)
+checks["tt.round"] = np.allclose(twice.to_dense(), 2 * train.to_dense())
+assert all(checks.values()), checks
+"""
+
+
+def test_numba_with_its_jit_disabled_runs_numpy_code():
+    """NUMBA_DISABLE_JIT=1 (set to debug one's own Numba code) turned the kernels into
+    Python functions whose intrinsics do nothing: large sums came back nan, permutations
+    wrong, other calls raised; `tenalg compile` ended in a traceback (found by a probe).
+    The kernels are then never ready: every call takes its NumPy twin."""
+    environ = {**os.environ, "NUMBA_DISABLE_JIT": "1", "TENALG_COMPILE": "background"}
+    done = subprocess.run([sys.executable, "-c", NO_JIT], env=environ, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = subprocess.run([sys.executable, "-m", "tenalg", "compile", "--dtype", "float64"],
+                          env=environ, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "NUMBA_DISABLE_JIT is set" in done.stderr, done.stderr
+
+
+def test_the_compile_mode_is_read_in_any_case_and_an_unknown_one_warns(monkeypatch):
+    """TENALG_COMPILE=Wait (or any value but the two) meant "background", silently."""
+    from tenalg.kernels import compiler
+
+    for value, expected in (("Wait", "wait"), (" BACKGROUND ", "background"),
+                            ("", "background")):
+        monkeypatch.setenv("TENALG_COMPILE", value)
+        assert compiler.mode() == expected
+    monkeypatch.setenv("TENALG_COMPILE", "bogus")
+    with pytest.warns(UserWarning, match="'bogus' is neither"):
+        assert compiler.mode() == "background"

@@ -20,7 +20,7 @@ from .descriptors import TensorDescriptor
 from .dtypes import storage_type
 from .einsum import einsum_plan
 from .errors import InputCountError, TenalgError
-from .kernels import jit
+from .kernels import compiler, jit
 
 # the groups of bench workloads (bench/registry.py's, which this light module can't
 # import without the bench package: kept equal by tests/test_cli.py)
@@ -114,6 +114,10 @@ def _compile(args):
         print(("\r" + line.ljust(90)) if terminal else line, end="" if terminal else "\n",
               file=sys.stderr, flush=True)
 
+    if compiler.jit_off():
+        print("tenalg compile: NUMBA_DISABLE_JIT is set: Numba compiles nothing (tenalg "
+              "runs its NumPy code); unset it to compile the kernels", file=sys.stderr)
+        return 2
     if jit.CACHE_PLACE in ("temporary", "none"):  # nothing would outlive this process
         print(f"tenalg compile: no writable cache: the kernels would be kept "
               f"{jit.cache_location()}; set NUMBA_CACHE_DIR to a writable folder",

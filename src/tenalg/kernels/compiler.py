@@ -42,6 +42,7 @@ import queue
 import sys
 import threading
 import time
+import warnings
 
 try:
     import fcntl
@@ -49,7 +50,7 @@ except ImportError:  # pragma: no cover - not POSIX: compilations lock nothing
     fcntl = None
 import numpy as np
 from llvmlite.binding import ffi as _llvm_ffi
-from numba import typeof
+from numba import config, typeof
 from numba.core import types
 from numba.core.typing.typeof import Purpose
 from numba.np.numpy_support import from_dtype
@@ -77,9 +78,20 @@ _stopping = False  # the interpreter exits: the thread starts no other job
 
 
 def mode():
-    """The compile mode now: ``TENALG_COMPILE``, "background" unless set to "wait"."""
-    value = os.environ.get("TENALG_COMPILE", "background")
-    return value if value in MODES else "background"
+    """The compile mode now: ``TENALG_COMPILE`` ("background", the default, or "wait", in
+    any case); another value warns once and means "background"."""
+    value = os.environ.get("TENALG_COMPILE", "")
+    return value if value in MODES else _mode_of(value)
+
+
+@functools.cache
+def _mode_of(value):
+    chosen = value.strip().lower() or "background"
+    if chosen not in MODES:
+        warnings.warn(f"TENALG_COMPILE={value!r} is neither 'background' nor 'wait': "
+                      "kernels compile in the background", stacklevel=3)
+        chosen = "background"
+    return chosen
 
 
 def ready(kernel, signature, key=None, now=False):
@@ -90,6 +102,8 @@ def ready(kernel, signature, key=None, now=False):
     microseconds, 9 times a small train's rounding)."""
     if key is not None and (id(kernel), key) in _ready:
         return True
+    if jit_off():
+        return False
     wait = now or mode() == "wait"
     if kernel.overloads or wait:  # else nothing is compiled: not this either
         signature = numba_types(signature)
@@ -105,6 +119,13 @@ def ready(kernel, signature, key=None, now=False):
             _put((id(each), signature), functools.partial(_compile, each, signature))
         _start()
     return False
+
+
+def jit_off():
+    """Whether Numba's JIT is disabled (``NUMBA_DISABLE_JIT=1``, set by users debugging
+    their own Numba code): the kernels are then plain Python functions whose intrinsics
+    do nothing, so no kernel is ever ready and every call takes its NumPy twin."""
+    return config.DISABLE_JIT
 
 
 def deferring(key):
@@ -216,7 +237,7 @@ def ready_for(kernel, args, key=None, now=False):
     if key is not None and (id(kernel), key) in _ready:
         return True
     if not hasattr(kernel, "overloads"):
-        return True
+        return not jit_off()
     signature = tuple(map(describe, args))
     return ready(kernel, signature, signature if key is None else key, now)
 

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ...dtypes import STORAGE_TYPES
+from .. import compiler
 from .lowlevel import _FORMATS
 from .permutation_tiles import _plain_side
 from .threads import _SERIAL_WORK
@@ -84,7 +85,7 @@ def supports(kind, dtypes, ndim, elements, loops=None):
     >>> supports("reduction", (np.dtype(np.float32),) * 2, 2, 1 << 20)
     True
     """
-    if not all(np.dtype(d) in STORAGE_TYPES for d in dtypes):
+    if compiler.jit_off() or not all(np.dtype(d) in STORAGE_TYPES for d in dtypes):
         return False
     if any(d in _FORMATS for d in dtypes) and (kind != "permutation" or len(set(dtypes)) > 1):
         return elements >= _MIN_SLOW_NUMPY  # NumPy converts 16-bit storage 5-20x slower
