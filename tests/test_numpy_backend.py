@@ -112,3 +112,13 @@ def test_autoray_recipe():
         assert np.allclose(autoray.do("tensordot", a, b, 1), a @ b) and calls
     finally:
         autoray.register_function("numpy", "tensordot", np.tensordot)
+
+
+def test_tensordot_of_times_is_numpys():
+    """np.tensordot takes timedelta64 (through dot); ta.tensordot raised einsum's
+    'invalid data type' (found by a probe of NumPy's inputs)."""
+    t = np.arange(4).reshape(2, 2).astype("m8[s]")
+    for b in (t, np.arange(4).reshape(2, 2)):
+        got = ta.tensordot(t, b, axes=([1], [1]))
+        want = np.tensordot(t, b, axes=([1], [1]))
+        assert got.dtype == want.dtype and np.array_equal(got, want)

@@ -67,6 +67,8 @@ def tensordot(a, b, axes=2):
     """
     if not foreign_kind((a, b)):  # (Dask arrays, say, go to einsum's front end for them)
         a, b = np.asarray(a), np.asarray(b)
+        if a.dtype.kind in "mM" or b.dtype.kind in "mM":  # no einsum for times: NumPy's dot
+            return np.tensordot(a, b, axes)
     if np.ndim(axes) == 0:  # an int N: a's last N axes with b's first N
         n = operator.index(axes)
         if n < 0 or n > min(a.ndim, b.ndim):

@@ -96,7 +96,7 @@ class Plan:
         exact-layout check and hands anything else to this method."""
         call = self._call
         scalars, default = self._check_scalars(alpha, beta, gamma)
-        self._check_inputs(arrays)
+        arrays = self._check_inputs(arrays)
         if call is not None and (default or call.scaled):
             return call(arrays) if default else call(arrays, None, tuple(scalars.values()))
         out = self._allocate()
@@ -108,11 +108,13 @@ class Plan:
 
         Shadowed as :meth:`execute` is, by :func:`_checked_into`."""
         scalars, default = self._check_scalars(alpha, beta, gamma)
-        self._check_inputs(arrays)
-        self._check_output(out, arrays)
+        arrays = self._check_inputs(arrays)
+        target = _base_view(out, "out", OutputMismatchError)
+        self._check_output(target, arrays)
         if default and self._call is not None:
-            return self._call(arrays, out)
-        self._run(out, arrays, scalars)
+            self._call(arrays, target)
+        else:
+            self._run(target, arrays, scalars)
         return out
 
     def _foreign_execute(self, *arrays, alpha=None, beta=None, gamma=None):
@@ -210,8 +212,14 @@ class Plan:
         return len(arrays) == len(expected) and all(map(_is_exactly, arrays, expected))
 
     def _check_inputs(self, arrays):
-        if not self._exact(arrays):
-            self._check_inputs_in_detail(arrays)
+        """``arrays``, checked, as the kernels take them (a subclass as an ndarray)."""
+        if self._exact(arrays):
+            return arrays
+        if len(arrays) == len(self._names):  # (else the count is wrong: said next)
+            arrays = tuple(_base_view(x, f"input {name}", InputMismatchError)
+                           for x, name in zip(arrays, self._names, strict=True))
+        self._check_inputs_in_detail(arrays)
+        return arrays
 
     def _check_inputs_in_detail(self, arrays):
         if len(arrays) != len(self._expected):
@@ -301,6 +309,18 @@ def _is_exactly(x, layout):
     another object only takes the detailed checks)."""
     return (type(x) is np.ndarray and x.dtype is layout[2] and x.shape == layout[0]
             and x.strides == layout[1] and (x.base is None or made_by_numpy(x)))
+
+
+def _base_view(x, what, error):
+    """``x`` as the kernels take it: an ndarray subclass (``np.matrix``) as an ndarray
+    view of its data, which Numba could not type; a masked array refused, since a plan
+    reads every entry, masked or not."""
+    if type(x) is np.ndarray or not isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, np.ma.MaskedArray):
+        raise error(f"{what}: a masked array (a plan reads the masked entries too): pass "
+                    "np.ma.getdata(x), or x.filled(value)")
+    return x.view(np.ndarray)
 
 
 _ABSENT = object()  # no array given at all (the plan's checks then say how many it takes)

@@ -219,6 +219,11 @@ def diagonal(a, axis1=0, axis2=1, *, offset=0):
         if kind := foreign_kind((a,)):  # Dask arrays, say
             return call_front_end(kind, "diagonal", a, axis1, axis2, offset=offset)
         a = np.asarray(a)
+    elif type(a) is not np.ndarray:  # NumPy's own for subclasses (an np.matrix's is 1-D)
+        i, j = normalize_axis(axis1, a.ndim), normalize_axis(axis2, a.ndim)
+        if i == j:
+            raise DescriptorError(f"axes repeat in the diagonal pair ({axis1}, {axis2})")
+        return np.diagonal(a, check_offset(offset), i, j)
     check_offset(offset)
     view = diagonals(a, [(axis1, axis2)])
     return view if offset == 0 else a.diagonal(offset, axis1, axis2)

@@ -137,6 +137,10 @@ def test_a_subclass_is_read_as_its_base_array():
                              (ta.einsum("ij,jk->ik", m, m), [[7.0, 10.0], [15.0, 22.0]]),
                              (ta.permute(m, (1, 0)), [[1.0, 3.0], [2.0, 4.0]])):
         assert type(result) is np.ndarray and result.tolist() == expected
+    for offset in (0, 1, -1):  # NumPy's own view: np.matrix's diagonal is 1-D (was (1, n))
+        got, want = ta.diagonal(m, offset=offset), np.diagonal(m, offset)
+        assert type(got) is type(want) and got.shape == want.shape
+        assert got.tolist() == want.tolist()
 
 
 def test_a_masked_array_hiding_entries_is_refused_and_one_hiding_none_is_its_data():

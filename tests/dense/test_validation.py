@@ -271,3 +271,23 @@ def test_descriptors_read_any_array_laid_out_as_numpys():
             ta.TensorDescriptor.from_array(x)
         with pytest.raises(ta.DescriptorError):
             ta.Operand(x, "i")
+
+
+def test_plans_take_subclasses_as_ndarrays_and_refuse_masked_arrays():
+    """Plan.execute(np.matrix) of a kernel-sized reduction raised Numba's TypingError;
+    a masked array was summed with its masked entries, silently (found by a probe of
+    NumPy's inputs). The front ends already did this."""
+    a = np.random.default_rng(0).random((600, 500))
+    plan = reduction_plan(a, out_modes="j")
+    np.testing.assert_allclose(plan.execute(np.matrix(a)), a.sum(0))
+    np.testing.assert_allclose(plan.execute(np.matrix(a), alpha=2), 2 * a.sum(0))
+    with pytest.raises(ta.InputMismatchError, match="masked array"):
+        plan.execute(np.ma.MaskedArray(a, mask=a > 0.5))
+    sub = type("Sub", (np.ndarray,), {})
+    out = np.zeros(500).view(sub)
+    assert plan.execute_into(out, a) is out
+    np.testing.assert_allclose(out, a.sum(0))
+    masked = np.ma.MaskedArray(np.zeros(500))
+    with pytest.raises(ta.OutputMismatchError, match="masked array"):
+        plan.execute_into(masked, a)
+    assert not masked.data.any()
