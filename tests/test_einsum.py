@@ -497,3 +497,15 @@ def test_a_plan_made_from_array_likes_takes_them():
     np.testing.assert_array_equal(plan(a.tolist(), b), a @ b)
     with pytest.raises(ta.InputMismatchError, match="operand 0"):
         plan(_ArrayLike(a[:, :3]), b)
+
+
+@pytest.mark.parametrize("ones", [50, 61])
+def test_batched_dots_of_more_than_52_labels(ones):
+    """The direct path of batched dots numbered its np.einsum labels over every mode of
+    the operation, so 53 modes (most of extent 1) failed inside NumPy ('subscript is not
+    within the valid range'; found by a probe of NumPy's inputs)."""
+    shape = (2,) + (1,) * ones + (3, 4)
+    labels = "".join(opt_einsum.get_symbol(k) for k in range(len(shape)))
+    a = np.random.default_rng(0).random(shape)
+    np.testing.assert_allclose(ta.einsum(f"{labels},{labels}->{labels[0]}", a, a),
+                               (a.reshape(2, -1) ** 2).sum(1))

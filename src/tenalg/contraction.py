@@ -393,8 +393,11 @@ class Pairwise:
                        1 if self.alpha_folded else alpha, beta)
 
     def _direct(self, arrays):
-        """A strided sum of products over the folded views (np.einsum, no BLAS)."""
-        labels = {m: k for k, m in enumerate(self.op.extents)}
+        """A strided sum of products over the folded views (np.einsum, no BLAS); the
+        labels numbered over the modes the views have (np.einsum takes 52: an einsum of
+        53 modes, most of extent 1, failed inside NumPy)."""
+        used = dict.fromkeys([*self.a.strides, *self.b.strides, *self.buffer_modes])
+        labels = {m: k for k, m in enumerate(used)}
         args = []
         for side, array in ((self.a, arrays[0]), (self.b, arrays[1])):
             x = side.fold_view(array)
