@@ -36,6 +36,10 @@ def storage_type(dtype, what="array"):
     except TypeError as exc:
         raise DTypeError(f"{what}: {dtype!r} is not a dtype") from exc
     if dt not in STORAGE_TYPES:
+        if not dt.isnative and dt.newbyteorder("=") in STORAGE_TYPES:
+            raise DTypeError(f"{what}: dtype {dt.str} is {dt.newbyteorder('=')} in the other "
+                             "byte order; the kernels read the machine's: pass "
+                             "x.astype(x.dtype.newbyteorder('='))")
         names = ", ".join(str(t) for t in STORAGE_TYPES)
         raise DTypeError(f"{what}: dtype {dt} is not supported; tenalg stores {names}")
     return dt

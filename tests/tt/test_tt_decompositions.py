@@ -119,6 +119,15 @@ def test_from_dense_bad_input():
         tt.TensorTrain([np.ones((1, 2, 1)), np.ones((1, 0, 1))])
 
 
+def test_from_dense_reads_byte_swapped_floats_as_it_reads_integers():
+    """from_dense converted integers and bools but refused '>f8' (found by a probe)."""
+    dense = np.random.default_rng(3).random((3, 4, 5))
+    for swapped in (dense.astype(">f8"), (dense + 1j * dense).astype(">c16")):
+        train = tt.from_dense(swapped, eps=1e-13)
+        assert train.dtype == swapped.dtype.newbyteorder("=")
+        np.testing.assert_allclose(train.to_dense(), swapped, rtol=1e-12)
+
+
 @pytest.mark.parametrize("scale", [1e-300, 1e-200, 1e200, 1e300])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 def test_from_dense_keeps_the_bound_at_any_scale(scale, dtype):

@@ -26,12 +26,15 @@ def einsum(subscripts, *operands, out=None):
 
 
 def core_dtype(dtype):
-    """The dtype a core stores: integers and booleans become float64, others must compute.
+    """The dtype a core stores: integers and booleans become float64, a byte-swapped type
+    the machine's own, others must compute.
 
-    >>> core_dtype(np.int32), core_dtype(np.complex64)
-    (dtype('float64'), dtype('complex64'))
+    >>> core_dtype(np.int32), core_dtype(np.complex64), core_dtype(">f8")
+    (dtype('float64'), dtype('complex64'), dtype('float64'))
     """
     dt = np.dtype(dtype)
+    if not dt.isnative:
+        dt = dt.newbyteorder("=")
     if dt.kind in "biu":
         return np.dtype(np.float64)
     if dt not in COMPUTE_TYPES:
