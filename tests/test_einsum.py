@@ -509,3 +509,33 @@ def test_batched_dots_of_more_than_52_labels(ones):
     a = np.random.default_rng(0).random(shape)
     np.testing.assert_allclose(ta.einsum(f"{labels},{labels}->{labels[0]}", a, a),
                                (a.reshape(2, -1) ** 2).sum(1))
+
+
+def test_a_broadcast_operand_is_not_copied():
+    """A zero-stride axis whose mode only that operand has and the output keeps was
+    copied whole for the GEMM: ij,j->i of np.broadcast_to(v, (2^16, 2^16)) asked for 32
+    GiB, where NumPy's einsum reads the zero stride (found by a probe of NumPy's inputs).
+    The product is computed once and broadcast along the mode."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    v, w = rng.standard_normal(2048), rng.standard_normal(2048)
+    a = np.broadcast_to(v, (2048, 2048))
+    tracemalloc.start()
+    try:
+        got = ta.einsum("ij,j->i", a, w)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_allclose(got, np.full(2048, v @ w))
+    assert peak < 1 << 20  # the copy: 32 MiB
+    b = rng.standard_normal((5, 7)) + 1j * rng.standard_normal((5, 7))
+    x = np.broadcast_to(rng.standard_normal((1, 7)) + 1j, (6, 7))
+    for expr, operands in (("ij,kj->ik", (x, b)), ("ij,kj->ki", (x, b)),
+                           ("kj,ij->ik", (b, x)), ("ij,kj->ikj", (x, b)),
+                           ("ij,k->ijk", (x, v[:3]))):
+        np.testing.assert_allclose(ta.einsum(expr, *operands), np.einsum(expr, *operands))
+    c = rng.standard_normal((6, 5))
+    np.testing.assert_allclose(
+        ta.contract(x, "ij", b, "kj", "ik", alpha=2, c=c, beta=3, unary_a="conjugate"),
+        2 * np.einsum("ij,kj->ik", x.conj(), b) + 3 * c)
