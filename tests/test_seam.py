@@ -339,3 +339,108 @@ def test_a_front_end_for_another_kind_of_array():
     finally:
         del seam._FRONT_ENDS[kind]
     assert seam.array_kind(Box2(None)) == "elsewhere"
+
+
+def test_a_front_end_gets_only_what_the_user_changed_and_every_array_of_its_kind():
+    """Front ends were passed tenalg's defaults (alpha=1, beta, offset=0), so a minimal
+    one refused plain calls; optimize=False was dropped; an addend c or out of its kind
+    beside NumPy operands was read by np.asarray; einsum_plan could not name a kind; the
+    host layers read such arrays with np.asarray (found by a second backend probe)."""
+    import types
+
+    from tenalg import tt
+    from tenalg.symmetric import U1, BlockTensor, Leg
+
+    module = types.ModuleType("boxed_minimal")
+    calls = []
+
+    def record(name):
+        def function(*args, **options):
+            calls.append((name, len(args), options))
+            return Boxed(np.zeros(1))
+        function.__name__ = name
+        return function
+
+    for name in ("reduce", "trace", "diagonal", "sum", "permute", "to_host"):
+        setattr(module, name, record(name))
+
+    def contract(a, modes_a, b, modes_b, modes_out, *, c=None):  # no alpha, no beta
+        calls.append(("contract", 5, {"c": c}))
+        return Boxed(np.zeros(1))
+
+    def elementwise_binary(a, modes_a, b, modes_b, modes_out, op):
+        calls.append(("elementwise_binary", 6, {}))
+        return Boxed(np.zeros(1))
+
+    def einsum(subscripts, *operands, optimize=None, out=None):
+        calls.append(("einsum", subscripts, {"optimize": optimize, "out": out}))
+        return Boxed(np.zeros(1))
+
+    def einsum_plan(subscripts, *operands):
+        calls.append(("einsum_plan", subscripts, {}))
+        return "a plan"
+
+    module.contract, module.elementwise_binary = contract, elementwise_binary
+    module.einsum, module.einsum_plan = einsum, einsum_plan
+    kind = seam.array_kind(Boxed(None))
+    seam.register_front_end(kind, module)
+    try:
+        x, n = Boxed(np.ones((2, 2))), np.ones((2, 2))
+        ta.contract(x, "ij", x, "jk", "ik")
+        ta.contract(n, "ij", n, "jk", "ik", c=x)  # an addend of the kind: its front end
+        assert calls[-1] == ("contract", 5, {"c": x})
+        ta.elementwise_binary(x, "ij", x, "ij", "ij")
+        ta.reduce(x, "ij", "i")
+        ta.trace(x)
+        ta.diagonal(x)
+        ta.sum(x, axis=0)
+        ta.permute(x)
+        assert [options for _, _, options in calls[-5:]] == [{}] * 5
+        ta.sum(n, out=x)  # an out of the kind: its front end
+        assert calls[-1] == ("sum", 2, {"out": x})
+        ta.einsum("ij->i", x, optimize=False)
+        assert calls[-1] == ("einsum", "ij->i", {"optimize": False, "out": None})
+        ta.einsum(n, [0, 1], [0], out=x)
+        assert calls[-1] == ("einsum", "AB->A", {"optimize": None, "out": x})
+        descriptor = ta.TensorDescriptor.contiguous((2, 2), np.float64)
+        assert ta.einsum_plan("ij->i", descriptor, kind=kind) == "a plan"
+        assert ta.einsum_plan(descriptor, [0, 1], [1], kind=kind) == "a plan"
+        assert calls[-1] == ("einsum_plan", "AB->B", {})
+        with pytest.raises(ta.OperationError, match="does not take alpha="):
+            ta.contract(x, "ij", x, "jk", "ik", alpha=2)
+        with pytest.raises(ta.OperationError, match="no front end takes nowhere arrays"):
+            ta.einsum_plan("ij->i", descriptor, kind="nowhere")
+        leg = Leg(U1(), [(0, 2)])
+        for call in (lambda: tt.from_dense(x), lambda: tt.TensorCore(x),
+                     lambda: BlockTensor.from_dense(x, (leg, leg.conj()))):
+            with pytest.raises(ta.DTypeError, match="computes on NumPy arrays.*to_host"):
+                call()
+    finally:
+        del seam._FRONT_ENDS[kind]
+
+
+def test_errors_name_the_type_in_full_and_execute_into_returns_out():
+    a = np.arange(6.0).reshape(2, 3)
+    plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ij"), out_modes="ji"))
+    with pytest.raises(ta.InputMismatchError, match=r"got test_seam\.Boxed"):
+        plan.execute(Boxed(a))
+
+    class Quiet(BoxedBackend):  # its execute_into returns nothing
+        name = "quiet"
+
+        def prepare(self, operation, chosen=False):
+            runner = super().prepare(operation, chosen)
+            inner = runner.execute_into
+            runner.execute_into = lambda out, arrays, scalars: inner(out, arrays, scalars) and None
+            return runner
+
+    seam.register(Quiet())
+    try:
+        operation = ta.Operation.permutation(ta.Operand(ta.TensorDescriptor.contiguous(
+            (2, 3), np.float64), "ij"), out_modes="ji")
+        out = Boxed(np.empty((3, 2)))
+        plan = ta.Plan(operation, backend="quiet", kind=seam.array_kind(out))
+        assert plan.execute_into(out, Boxed(a)) is out
+        np.testing.assert_array_equal(out.data, a.T)
+    finally:
+        seam.unregister("quiet")

@@ -34,7 +34,7 @@ from .einsum import einsum
 from .errors import DescriptorError, IntegerTypeError, OperationError, OutputMismatchError
 from .inputs import as_array
 from .kernels import cpu
-from .seam import call_front_end, foreign_kind
+from .seam import call_front_end, changed, foreign_kind
 from .views import (
     axis_index,
     check_offset,
@@ -61,9 +61,11 @@ def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, out=Non
     >>> reduce(np.arange(6.0).reshape(2, 3), "ij", "i", "max").tolist()
     [2.0, 5.0]
     """
-    if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
-        return call_front_end(kind, "reduce", a, modes_in, modes_out, op, alpha=alpha, c=c,
-                              beta=beta, out=out, compute_dtype=compute_dtype)
+    foreign = type(a) is not np.ndarray or c is not None or out is not None
+    if foreign and (kind := foreign_kind((a, c, out))):  # Dask arrays, say
+        return call_front_end(kind, "reduce", a, modes_in, modes_out, op,
+                              alpha=changed(alpha, 1), c=c, beta=changed(beta, 0), out=out,
+                              compute_dtype=compute_dtype)
     a = as_array(a, "a")
     addend = None if c is None else (as_array(c, "c"), modes_out, Unary.IDENTITY)
     return run("reduction", [(a, modes_in, Unary.IDENTITY, "A")], modes_out, addend=addend,
@@ -142,9 +144,10 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, *,  # noqa: A001 - N
         single = calls.CALLS.get((("sum", axis), a.shape, a.strides, a.dtype))
         if single is not None and (a.base is None or made_by_numpy(a)):
             return single(a)  # a planned call: what calls.call would run, in fewer steps
-    if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
-        return call_front_end(kind, "sum", a, axis, dtype=dtype, out=out, keepdims=keepdims,
-                              compute_dtype=compute_dtype, initial=initial, where=where)
+    if (type(a) is not np.ndarray or out is not None) and (kind := foreign_kind((a, out))):
+        return call_front_end(kind, "sum", a, axis, dtype=dtype, out=out,  # Dask arrays, say
+                              keepdims=changed(keepdims, False), compute_dtype=compute_dtype,
+                              initial=initial, where=where)
     a = as_array(a, "a")
     if initial is not None or where is not None:  # NumPy's masked and started sums
         if compute_dtype is not None:
@@ -236,9 +239,9 @@ def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, out=None):
     >>> trace(np.arange(9).reshape(3, 3), offset=1)
     array(6)
     """
-    if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
-        return call_front_end(kind, "trace", a, axis1, axis2, offset=offset,
-                              dtype=dtype, out=out)
+    if (type(a) is not np.ndarray or out is not None) and (kind := foreign_kind((a, out))):
+        return call_front_end(kind, "trace", a, axis1, axis2,  # Dask arrays, say
+                              offset=changed(offset, 0), dtype=dtype, out=out)
     a = as_array(a, "a")
     if (type(axis1) is int and type(axis2) is int and type(offset) is int and dtype is None
             and a.dtype in KERNEL_TYPES and (out is None or kernel_array(out))):
@@ -282,8 +285,8 @@ def partial_trace(a, pairs, *, out=None):
     >>> partial_trace(np.ones((2, 3, 2)), [(0, 2)]).tolist()
     [2.0, 2.0, 2.0]
     """
-    if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
-        return call_front_end(kind, "partial_trace", a, pairs, out=out)
+    if (type(a) is not np.ndarray or out is not None) and (kind := foreign_kind((a, out))):
+        return call_front_end(kind, "partial_trace", a, pairs, out=out)  # Dask arrays, say
     a = as_array(a, "a")
     try:
         pairs = tuple(tuple(p) for p in pairs)
@@ -354,8 +357,9 @@ def permute(a, axes=None, *, alpha=None, out=None):
             single = None
         if single is not None and plain_ints(axes) and (a.base is None or made_by_numpy(a)):
             return single(a)  # a planned call, in fewer steps (see calls.CALLS)
-    if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
-        return call_front_end(kind, "permute", a, axes, alpha=alpha, out=out)
+    if (type(a) is not np.ndarray or out is not None) and (kind := foreign_kind((a, out))):
+        return call_front_end(kind, "permute", a, axes, alpha=changed(alpha, 1),  # Dask's
+                              out=out)
     a = as_array(a, "a")
     if axes is None:
         axes = tuple(range(a.ndim - 1, -1, -1))
@@ -399,11 +403,12 @@ def elementwise_binary(a, modes_a, b, modes_b, modes_out, op="add", *, alpha=1, 
     >>> elementwise_binary(np.ones((2, 3)), "ij", np.arange(3.0), "j", "ij").tolist()
     [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
     """
-    foreign = type(a) is not np.ndarray or type(b) is not np.ndarray
-    if foreign and (kind := foreign_kind((a, b))):  # Dask arrays, say
+    foreign = type(a) is not np.ndarray or type(b) is not np.ndarray or out is not None
+    if foreign and (kind := foreign_kind((a, b, out))):  # Dask arrays, say
         return call_front_end(kind, "elementwise_binary", a, modes_a, b, modes_b, modes_out,
-                              op, alpha=alpha, beta=beta, unary_a=_given(unary_a),
-                              unary_b=_given(unary_b), out=out, compute_dtype=compute_dtype)
+                              op, alpha=changed(alpha, 1), beta=changed(beta, 1),
+                              unary_a=_given(unary_a), unary_b=_given(unary_b), out=out,
+                              compute_dtype=compute_dtype)
     return _elementwise("elementwise_binary", (as_array(a, "a"), as_array(b, "b")),
                         (modes_a, modes_b), (unary_a, unary_b), modes_out, (("op", op),),
                         compute_dtype, out, alpha=alpha, beta=beta)
@@ -419,10 +424,12 @@ def elementwise_trinary(a, modes_a, b, modes_b, c, modes_c, modes_out, op_ab="ad
     >>> elementwise_trinary(x, "ij", x, "ij", x, "ij", "ij", alpha=2, gamma=3).tolist()
     [[6.0, 6.0], [6.0, 6.0]]
     """
-    foreign = type(a) is not np.ndarray or type(b) is not np.ndarray or type(c) is not np.ndarray
-    if foreign and (kind := foreign_kind((a, b, c))):  # Dask arrays, say
+    foreign = (type(a) is not np.ndarray or type(b) is not np.ndarray
+               or type(c) is not np.ndarray or out is not None)
+    if foreign and (kind := foreign_kind((a, b, c, out))):  # Dask arrays, say
         return call_front_end(kind, "elementwise_trinary", a, modes_a, b, modes_b, c, modes_c,
-                              modes_out, op_ab, op_abc, alpha=alpha, beta=beta, gamma=gamma,
+                              modes_out, op_ab, op_abc, alpha=changed(alpha, 1),
+                              beta=changed(beta, 1), gamma=changed(gamma, 1),
                               unary_a=_given(unary_a), unary_b=_given(unary_b),
                               unary_c=_given(unary_c), out=out, compute_dtype=compute_dtype)
     arrays = (as_array(a, "a"), as_array(b, "b"), as_array(c, "c"))
@@ -458,11 +465,13 @@ def contract(a, modes_a, b, modes_b, modes_out, *, alpha=1, c=None, beta=0, out=
     >>> contract(x, "ij", x, "jk", "ik").tolist()
     [[2.0, 3.0], [6.0, 11.0]]
     """
-    foreign = type(a) is not np.ndarray or type(b) is not np.ndarray
-    if foreign and (kind := foreign_kind((a, b))):  # Dask arrays, say
-        return call_front_end(kind, "contract", a, modes_a, b, modes_b, modes_out, alpha=alpha,
-                              c=c, beta=beta, out=out, compute_dtype=compute_dtype,
-                              unary_a=_given(unary_a), unary_b=_given(unary_b))
+    foreign = (type(a) is not np.ndarray or type(b) is not np.ndarray or c is not None
+               or out is not None)
+    if foreign and (kind := foreign_kind((a, b, c, out))):  # Dask arrays, say
+        return call_front_end(kind, "contract", a, modes_a, b, modes_b, modes_out,
+                              alpha=changed(alpha, 1), c=c, beta=changed(beta, 0), out=out,
+                              compute_dtype=compute_dtype, unary_a=_given(unary_a),
+                              unary_b=_given(unary_b))
     arrays = (as_array(a, "a"), as_array(b, "b")) + (() if c is None else (as_array(c, "c"),))
     key = cache_key(("contraction", modes_a, modes_b, modes_out, unary_a, unary_b, compute_dtype,
                 c is None), (modes_a, modes_b, modes_out))

@@ -16,7 +16,7 @@ from .contraction import gemm_layout
 from .descriptors import Operand, TensorDescriptor
 from .dtypes import STORAGE_TYPES, result_type
 from .einsum_numpy import check_out_cast
-from .errors import AliasError, OutputTypeError
+from .errors import AliasError, OutputTypeError, type_name
 from .kernels import compiler
 from .operations import Operation
 from .plan import Plan
@@ -29,7 +29,7 @@ def output_array(out):
     """``out`` checked as NumPy's ``out=`` is: an ndarray (or None)."""
     if out is None or isinstance(out, np.ndarray):
         return out
-    raise OutputTypeError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
+    raise OutputTypeError(f"out: expected a numpy.ndarray, got {type_name(out)}")
 
 
 def check_cast(result, out):

@@ -249,7 +249,7 @@ def _unbroadcast(operand, other, out_modes):
     NumPy's einsum reads its zero stride).
 
     >>> d = TensorDescriptor((4, 3), (0, 1), np.float64)
-    >>> _unbroadcast(Operand(d, "ij"), Operand(d, "j"), "ij").descriptor.extents
+    >>> _unbroadcast(Operand(d, "ij"), Operand(d, "kj"), "ikj").descriptor.extents
     (1, 3)
     """
     d = operand.descriptor

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dtypes import storage_type
-from .errors import DescriptorError, IntegerTypeError, OperationError
+from .errors import DescriptorError, IntegerTypeError, OperationError, type_name
 
 INDEX_MAX = np.iinfo(np.intp).max
 
@@ -171,7 +171,7 @@ class TensorDescriptor:
         ``dtype`` (NumPy's, CuPy's); byte strides must be whole elements."""
         if not _strided(array):
             raise DescriptorError(f"{what}: expected an array with a shape, byte strides and "
-                                  f"a NumPy dtype (NumPy's, CuPy's), got {type(array).__name__}")
+                                  f"a NumPy dtype (NumPy's, CuPy's), got {type_name(array)}")
         return cls.from_byte_strides(array.shape, array.strides, array.dtype, what)
 
     @classmethod
@@ -249,7 +249,7 @@ class Operand:
             descriptor = TensorDescriptor.from_array(descriptor, what)
         if not isinstance(descriptor, TensorDescriptor):
             raise DescriptorError(
-                f"{what}: expected an array or a TensorDescriptor, got {type(descriptor).__name__}"
+                f"{what}: expected an array or a TensorDescriptor, got {type_name(descriptor)}"
             )
         modes = normalize_modes(modes, f"{what} modes")
         if len(modes) != descriptor.ndim:

@@ -60,6 +60,7 @@ from .errors import (
     InputMismatchError,
     OperationError,
     OutputMismatchError,
+    type_name,
 )
 from .inputs import as_array
 from .operations import Operation
@@ -476,7 +477,7 @@ class EinsumPlan:
                                                              strict=True)):
             if not isinstance(x, np.ndarray):
                 raise InputMismatchError(f"operand {k}: expected a numpy.ndarray, "
-                                         f"got {type(x).__name__}")
+                                         f"got {type_name(x)}")
             if x.shape != shape or x.dtype != dtype or (
                     x.strides != strides and any(a != b for a, b, e in zip(
                         x.strides, strides, shape, strict=True) if e > 1)):
@@ -489,7 +490,7 @@ class EinsumPlan:
         inside its buffer, sharing no memory with an operand; of the result's extents
         unless its layout is ``known`` (run before)."""
         if not isinstance(out, np.ndarray):
-            raise OutputMismatchError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
+            raise OutputMismatchError(f"out: expected a numpy.ndarray, got {type_name(out)}")
         if not out.flags.writeable:
             raise OutputMismatchError("out is read-only")
         if not known:
@@ -577,8 +578,10 @@ def _check_optimize(optimize):
 
 
 def einsum_plan(subscripts, *operands_or_descriptors, dtype=None, compute_dtype=None,
-                optimize="auto", order="K", casting="safe"):
-    """An :class:`EinsumPlan` for operands (arrays or TensorDescriptors) of these layouts.
+                optimize="auto", order="K", casting="safe", kind=None):
+    """An :class:`EinsumPlan` for operands (arrays or TensorDescriptors) of these layouts;
+    for arrays of another ``kind`` (given, or read off the operands: "dask", say), the
+    plan of that kind's front end (:func:`tenalg.seam.register_front_end`).
 
     >>> import numpy as np
     >>> d = TensorDescriptor.contiguous((4, 4), np.float32)
@@ -586,13 +589,24 @@ def einsum_plan(subscripts, *operands_or_descriptors, dtype=None, compute_dtype=
     >>> plan(np.eye(4, dtype=np.float32), np.ones((4, 4), np.float32)).sum().item()
     16.0
     """
-    if kind := seam.foreign_kind(operands_or_descriptors):  # a front end's plans, or none
+    kind = kind or seam.foreign_kind(operands_or_descriptors)
+    if kind not in (None, "numpy"):  # a front end's plans, or none
+        if not isinstance(subscripts, str):
+            subscripts, operands_or_descriptors = interleaved((subscripts,
+                                                               *operands_or_descriptors))
         return seam.call_front_end(kind, "einsum_plan", subscripts, *operands_or_descriptors,
                                    dtype=dtype, compute_dtype=compute_dtype,
                                    **_given(optimize, order, casting))
     return EinsumPlan(subscripts, *operands_or_descriptors, dtype=dtype,
                       compute_dtype=compute_dtype, optimize=optimize, order=order,
                       casting=casting)
+
+
+def _foreign_einsum(kind, subscripts, operands, out, dtype, compute_dtype, optimize, order,
+                    casting):
+    """The einsum of ``kind``'s front end (operands or ``out`` of that kind)."""
+    return seam.call_front_end(kind, "einsum", subscripts, *operands, dtype=dtype, out=out,
+                               compute_dtype=compute_dtype, **_given(optimize, order, casting))
 
 
 def _given(optimize, order, casting):
@@ -651,16 +665,18 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
     # over a generator costs 0.2-0.6 us a call
     for x in operands:
         if type(x) is not np.ndarray:
-            if (kind := seam.foreign_kind(operands)) is not None:  # Dask arrays, say
-                return seam.call_front_end(kind, "einsum", subscripts, *operands, dtype=dtype,
-                                           out=out, compute_dtype=compute_dtype,
-                                           **_given(optimize, order, casting))
+            if (kind := seam.foreign_kind((*operands, out))) is not None:  # Dask arrays, say
+                return _foreign_einsum(kind, subscripts, operands, out, dtype, compute_dtype,
+                                       optimize, order, casting)
             arrays = [_as_operand(x, i) for i, x in enumerate(operands)]
             key = key[:6] + tuple((x.shape, x.strides, x.dtype) for x in arrays)
             break
         key += ((x.shape, x.strides, x.dtype),)
         if x.base is not None:
             check_inside(x, "operand")
+    if out is not None and type(out) is not np.ndarray and (kind := seam.foreign_kind((out,))):
+        return _foreign_einsum(kind, subscripts, operands, out, dtype, compute_dtype, optimize,
+                               order, casting)
     plan = PLANS.get(key)
     if plan is None:
         plan = PLANS.put(key, EinsumPlan(subscripts, *arrays, dtype=dtype,

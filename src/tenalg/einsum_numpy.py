@@ -28,6 +28,7 @@ from .errors import (
     OperationError,
     OutputTypeError,
     SublistError,
+    type_name,
 )
 
 try:  # np.einsum's C routine: its Python wrapper costs 1.5 us of a 3 us small call
@@ -70,7 +71,7 @@ def numpy_dtype(dtypes, dtype, casting):
 def check_out_cast(result, out, casting):
     """Raise OutputTypeError unless ``out`` is an array the ``result`` dtype casts to."""
     if not isinstance(out, np.ndarray):
-        raise OutputTypeError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
+        raise OutputTypeError(f"out: expected a numpy.ndarray, got {type_name(out)}")
     if out.dtype != result and not np.can_cast(result, out.dtype, casting):
         raise OutputTypeError(f"out: cannot cast the result's {result} to out's {out.dtype} "
                               f"under the rule {casting!r} (as np.einsum)")

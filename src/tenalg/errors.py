@@ -89,3 +89,15 @@ class AliasError(TenalgError, ValueError):
 
 class BoundsError(TenalgError, ValueError):
     """A layout that would reach outside its array's buffer."""
+
+
+def type_name(x):
+    """The qualified name of the type of ``x`` ("torch.Tensor", "cupy._core.core.ndarray"):
+    a bare "ndarray" beside "expected a numpy.ndarray" says nothing.
+
+    >>> type_name(np.ones(2)), type_name(1.0)
+    ('numpy.ndarray', 'float')
+    """
+    cls = type(x)
+    return cls.__qualname__ if cls.__module__ == "builtins" else (
+        f"{cls.__module__}.{cls.__qualname__}")

@@ -19,7 +19,8 @@ import sys
 
 import numpy as np
 
-from .errors import DescriptorError, DTypeError
+from .errors import DescriptorError, DTypeError, type_name
+from .seam import foreign_kind
 
 
 def as_array(x, what):
@@ -34,7 +35,22 @@ def as_array(x, what):
     try:
         return np.asarray(x)
     except TypeError as exc:
-        raise DTypeError(f"{what}: cannot read a {type(x).__name__} as an array") from exc
+        raise DTypeError(f"{what}: cannot read a {type_name(x)} as an array") from exc
     except ValueError as exc:
-        raise DescriptorError(f"{what}: cannot read a {type(x).__name__} as an array: "
+        raise DescriptorError(f"{what}: cannot read a {type_name(x)} as an array: "
                               f"{exc}") from exc
+
+
+def host_array(x, what, layer, dtype=None, order=None):
+    """``x`` as ``np.asarray(x, dtype, order)`` reads it, for the layers that compute on
+    NumPy arrays (``layer``: "tenalg.tt", "tenalg.symmetric"): an array of a kind with a
+    front end of its own (Dask's, a GPU's) is refused, not computed or copied to the host
+    behind the user's back.
+
+    >>> host_array([1, 2], "x", "tenalg.tt")
+    array([1, 2])
+    """
+    if type(x) is not np.ndarray and (kind := foreign_kind((x,))):
+        raise DTypeError(f"{what}: {layer} computes on NumPy arrays, not {kind} arrays; "
+                         "bring it to the host first (ta.to_host(x))")
+    return np.asarray(x, dtype, order)

@@ -28,6 +28,7 @@ from .errors import (
     OperationError,
     OutputMismatchError,
     ScalarCountError,
+    type_name,
 )
 from .operations import SCALARS, Operation, input_name
 from .views import check_inside, made_by_numpy
@@ -126,7 +127,8 @@ class Plan:
         scalars, _ = self._check_scalars(alpha, beta, gamma)
         self._check_foreign(arrays)
         self._check_foreign_one(out, self._out_expected, "out", OutputMismatchError)
-        return self.runner.execute_into(out, arrays, scalars)
+        self.runner.execute_into(out, arrays, scalars)
+        return out
 
     def _check_foreign(self, arrays):
         """What a plan can check of arrays that are not NumPy's: their count, extents and
@@ -145,7 +147,7 @@ class Plan:
         extents, _, dtype = expected
         shape = getattr(x, "shape", None)
         if shape is None:
-            raise error(f"{what}: expected an array, got {type(x).__name__}")
+            raise error(f"{what}: expected an array, got {type_name(x)}")
         if tuple(shape) != extents:
             raise error(f"{what}: extents {tuple(shape)}, the plan has {extents}")
         if isinstance(x.dtype, np.dtype) and x.dtype != dtype:
@@ -232,7 +234,7 @@ class Plan:
         ):
             if not isinstance(x, np.ndarray):
                 raise InputMismatchError(f"input {name}: expected a numpy.ndarray, "
-                                         f"got {type(x).__name__}")
+                                         f"got {type_name(x)}")
             if x.shape != extents:
                 raise InputMismatchError(f"input {name}: extents {x.shape}, the plan has "
                                          f"{extents}")
@@ -263,7 +265,7 @@ class Plan:
     def _check_output_in_detail(self, out):
         extents, strides, dtype = self._out_expected
         if not isinstance(out, np.ndarray):
-            raise OutputMismatchError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
+            raise OutputMismatchError(f"out: expected a numpy.ndarray, got {type_name(out)}")
         if out.shape != extents:
             raise OutputMismatchError(f"out: extents {out.shape}, the plan has {extents}")
         if out.dtype != dtype:

@@ -19,10 +19,11 @@ runner.  A runner has
 - optionally ``call(arrays, out=None)``: the whole operation with the default scalars and
   no checks at all, for the plan's one-pass fast path (``call.scaled``: it also takes
   ``call(arrays, out, scalars_tuple)``; ``call.single(a)``: one input, nothing between);
-- ``execute(arrays, scalars)`` and ``execute_into(out, arrays, scalars)`` instead, for
-  runners of arrays that are not NumPy's (a plan of another ``kind``): the plan checks
-  the count, extents and dtypes of what it is given and hands the rest to them (strides,
-  bounds, aliasing, allocation), since it knows only NumPy's layouts;
+- ``execute(arrays, scalars)`` (returns the result) and ``execute_into(out, arrays,
+  scalars)`` (writes ``out``) instead, for runners of arrays that are not NumPy's (a plan
+  of another ``kind``): the plan checks the count, extents and dtypes of what it is
+  given and hands the rest to them (strides, bounds, aliasing, allocation), since it
+  knows only NumPy's layouts;
 - optionally ``beside_gemm``: a context manager factory for running next to BLAS calls
   (the Numba kernels' one thread);
 - optionally ``step``, for a contraction: what einsum's chain of pairwise contractions
@@ -180,7 +181,11 @@ def foreign_kind(operands):
 
 def front_end(kind):
     """The module that implements the NumPy-named front ends for arrays of ``kind``."""
-    module = _FRONT_ENDS[kind]
+    module = _FRONT_ENDS.get(kind)
+    if module is None:
+        raise OperationError(f"no front end takes {kind} arrays (register one: "
+                             f"tenalg.seam.register_front_end); there are for "
+                             f"{', '.join(sorted(_FRONT_ENDS)) or 'none'}")
     if isinstance(module, str):  # an optional dependency: loaded lazily
         module = importlib.import_module(module)
     return module
@@ -188,9 +193,10 @@ def front_end(kind):
 
 def call_front_end(kind, name, *args, **options):
     """The front end ``name`` ("sum", ...) for arrays of ``kind`` on ``args`` and the
-    ``options`` given (None or False: not given).  One it does not take is refused, not
-    dropped: ``ta.sum(x, axis=0, keepdims=True)`` of a Dask array keeps its dimensions or
-    says that it cannot.
+    ``options`` given (None: not given; the callers pass tenalg's defaults as None, see
+    :func:`changed`).  One it does not take is refused, not dropped:
+    ``ta.sum(x, axis=0, keepdims=True)`` of a Dask array keeps its dimensions or says
+    that it cannot.
 
     >>> register_front_end("builtins", "math")
     >>> call_front_end("builtins", "floor", 2.5), call_front_end("builtins", "floor", 2.5, out=None)
@@ -210,7 +216,7 @@ def call_front_end(kind, name, *args, **options):
     if function is None:  # refused, not computed after a conversion to NumPy
         raise OperationError(f"ta.{name} does not take {kind} arrays "
                              f"({module.__name__} has no {name})")
-    given = {k: v for k, v in options.items() if v is not None and v is not False}
+    given = {k: v for k, v in options.items() if v is not None}
     refused = [k for k in given if k not in _keywords(function)]
     if refused:
         raise OperationError(f"ta.{name} of {kind} arrays does not take "
@@ -218,12 +224,37 @@ def call_front_end(kind, name, *args, **options):
     return function(*args, **given)
 
 
+def changed(value, default):
+    """``value``, or None where it is ``default`` (equal, and of its type): a front end of
+    another kind of array is given the options the user changed, so that one may leave
+    out what it does not do (a front end without ``alpha`` serves every call with alpha
+    1).  A value of another type is passed on, for the front end to judge (an offset of
+    0.0 is refused as NumPy refuses it).
+
+    >>> changed(1, 1), changed(2, 1), changed(False, False), changed(0.0, 0)
+    (None, 2, None, 0.0)
+    """
+    if value is default or (type(value) is type(default) and value == default):
+        return None
+    return value
+
+
 @functools.cache
 def _keywords(function):
+    """The keywords ``function`` takes: its parameters' names, or everything (a
+    ``_Any``) where it takes ``**options``."""
     try:
-        return frozenset(inspect.signature(function).parameters)
+        parameters = inspect.signature(function).parameters.values()
     except ValueError:  # a builtin without a signature: its keywords are unknown
         return frozenset()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return _Any()
+    return frozenset(p.name for p in parameters)
+
+
+class _Any:
+    def __contains__(self, name):
+        return True
 
 
 def choose(operation, kind, backend="auto"):

@@ -15,8 +15,8 @@ import operator
 import numpy as np
 
 from .descriptors import overlapping
-from .errors import AxisError, BoundsError, DescriptorError, IntegerTypeError
-from .seam import call_front_end, foreign_kind
+from .errors import AxisError, BoundsError, DescriptorError, IntegerTypeError, type_name
+from .seam import call_front_end, changed, foreign_kind
 
 
 def _owner(a):
@@ -111,7 +111,7 @@ def strided_view(a, extents, strides, offset=0, writeable=False):
     [[1.0, 3.0], [2.0, 4.0]]
     """
     if not isinstance(a, np.ndarray):
-        raise DescriptorError(f"strided_view needs a numpy.ndarray, got {type(a).__name__}")
+        raise DescriptorError(f"strided_view needs a numpy.ndarray, got {type_name(a)}")
     extents, strides = tuple(extents), tuple(strides)
     check_in_buffer(a, offset, extents, strides)
     item = a.dtype.itemsize
@@ -155,7 +155,7 @@ def diagonals(a, pairs):
     (2, 2, 2)
     """
     if not isinstance(a, np.ndarray):
-        raise DescriptorError(f"expected a numpy.ndarray, got {type(a).__name__}")
+        raise DescriptorError(f"expected a numpy.ndarray, got {type_name(a)}")
     traced = [normalize_axis(ax, a.ndim) for pair in pairs for ax in _pair(pair)]
     if len(set(traced)) != len(traced):
         raise DescriptorError(f"axes repeat across the pairs {list(pairs)}")
@@ -217,7 +217,8 @@ def diagonal(a, axis1=0, axis2=1, *, offset=0):
             return a.diagonal(offset, axis1, axis2)  # read-only
     if not isinstance(a, np.ndarray):
         if kind := foreign_kind((a,)):  # Dask arrays, say
-            return call_front_end(kind, "diagonal", a, axis1, axis2, offset=offset)
+            return call_front_end(kind, "diagonal", a, axis1, axis2,
+                                  offset=changed(offset, 0))
         a = np.asarray(a)
     elif type(a) is not np.ndarray:  # NumPy's own for subclasses (an np.matrix's is 1-D)
         i, j = normalize_axis(axis1, a.ndim), normalize_axis(axis2, a.ndim)

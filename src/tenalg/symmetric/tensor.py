@@ -23,6 +23,7 @@ import numpy as np
 from ..api import norm_host
 from ..dtypes import result_type, storage_type
 from ..errors import DescriptorError, DTypeError, InputMismatchError, OperationError
+from ..inputs import host_array
 from ..views import normalize_axes
 from . import dense
 from .groups import U1
@@ -39,7 +40,8 @@ def read_block(block, shape, dtype):
     >>> read_block(np.ones((2, 1), np.float32, order="F"), (2, 1), np.dtype(np.float64)).dtype
     dtype('float64')
     """
-    block = block if type(block) is np.ndarray else np.asarray(block)
+    block = block if type(block) is np.ndarray else host_array(block, "block",
+                                                                "tenalg.symmetric")
     if block.shape != shape:
         raise InputMismatchError(
             f"a block of shape {block.shape} where its tensor has one of {shape}")
@@ -78,7 +80,8 @@ class BlockTensor:
         group = legs[0].group if legs else group or U1()
         flux = group.identity if flux is None else group.canonical(flux)
         blocks = {} if blocks is None else blocks
-        dtypes = {np.asarray(b).dtype for b in blocks.values()}
+        dtypes = {host_array(b, f"block {k}", "tenalg.symmetric").dtype
+                  for k, b in blocks.items()}
         if dtype is None:
             dtype = result_type(sorted(dtypes, key=str)) if dtypes else np.float64
         dtype = storage_type(dtype, "BlockTensor")
@@ -92,7 +95,8 @@ class BlockTensor:
                 raise DescriptorError(f"block key {key!r} needs one charge per leg ({len(legs)})")
             key = tuple(leg.group.canonical(q) for leg, q in zip(legs, key, strict=True))
             self._check_block(key, block)
-            self.blocks[key] = np.asarray(block, dtype, order="C")
+            self.blocks[key] = host_array(block, f"block {key}", "tenalg.symmetric", dtype,
+                                          "C")
 
     def _check_block(self, key, block):
         legs = self.legs
@@ -140,7 +144,7 @@ class BlockTensor:
     def from_dense(cls, array, legs, flux=None, atol=1e-12):
         """The blocks of a dense ``array`` (integers and bools become float64, as in
         ``tt.from_dense``); raises if an entry off the blocks exceeds atol."""
-        array = np.asarray(array)
+        array = host_array(array, "from_dense", "tenalg.symmetric")
         if array.dtype.kind in "biu":
             array = array.astype(np.float64)
         t = cls(legs, flux, dtype=array.dtype)

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from ..errors import OperationError
+from ..inputs import host_array
 from .linalg import batched
 from .linalg.dense import scaled_by_log
 from .pack import TrainPack
@@ -126,7 +127,7 @@ def contract_vectors(a, vectors):
         raise OperationError(f"contract_vectors needs {a.ncores} vectors, got {len(vectors)}")
     m, log = None, 0.0
     for k, (core, v) in enumerate(zip(a.cores, vectors, strict=True)):
-        v = np.asarray(v)
+        v = host_array(v, f"vector {k}", "tenalg.tt")
         if v.shape != (core.dd,):
             raise OperationError(f"vector {k} has shape {v.shape}, mode {k} has extent {core.dd}")
         step = core.matvec(v)

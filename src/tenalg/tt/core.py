@@ -20,6 +20,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import DescriptorError, OperationError
+from ..inputs import host_array
 from .linalg.dense import core_dtype, einsum
 
 STORAGES = ("contiguous", "fiber")
@@ -57,7 +58,7 @@ class TensorCore:
     __slots__ = ("_data", "_dtype", "_grid", "_nz", "_shape", "_storage")
 
     def __init__(self, data, storage="contiguous"):
-        arr = np.asarray(data)
+        arr = host_array(data, "core", "tenalg.tt")
         if arr.ndim != 3:
             raise DescriptorError(f"a core has three indices (lr, dd, rr), got shape {arr.shape}")
         arr = np.array(arr, dtype=core_dtype(arr.dtype), order="C", copy=True)

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.linalg
 
 from ..errors import OperationError
+from ..inputs import host_array
 from ..linalg import smalleigh
 from ..linalg.lapackcalls import lapack_threads, unit_roundoff
 from ..linalg.scaling import safe_scaled, times_power_of_two
@@ -39,7 +40,7 @@ def from_dense(array, eps=0.0, max_rank=None, storage="contiguous"):
     (1, 1, 1, 1)
     """
     eps, max_rank = checked_options(eps, max_rank)
-    a = np.asarray(array)
+    a = host_array(array, "from_dense", "tenalg.tt")
     if a.ndim == 0 or a.size == 0:
         raise OperationError(f"from_dense needs an array with at least one axis and no "
                              f"empty one, got shape {a.shape}")

@@ -14,6 +14,7 @@ train's cores and bump ``train.version``; cores themselves are never modified.
 import numpy as np
 
 from ..errors import OperationError
+from ..inputs import host_array
 from .core import TensorCore, check_storage, kron, place
 from .linalg.dense import common_dtype, core_dtype, einsum, python_scalar
 
@@ -212,7 +213,7 @@ class TensorTrain:
         [2.0, 2.0]
         """
         self._need_cores("evaluate")
-        idx = np.asarray(indices)
+        idx = host_array(indices, "indices", "tenalg.tt")
         if idx.ndim != 2 or idx.shape[1] != self.ncores or idx.dtype.kind not in "iu":
             raise OperationError(
                 f"indices must be a (k, {self.ncores}) integer array, got shape {idx.shape}"
