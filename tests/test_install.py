@@ -108,6 +108,8 @@ def test_nothing_writable_runs_uncached(tmp):
     result, stderr = run(tmp, NO_TEMPORARY, XDG_CACHE_HOME=None)
     assert result["place"] == "none" and result["directory"] is None
     assert stderr.count("CacheWarning") == 1 and "compile on every run" in stderr
+    # the warning names the line that imported tenalg (it named one of tenalg's own)
+    assert stderr.split("CacheWarning")[0].splitlines()[-1].startswith("<string>:")
 
 
 def test_a_writable_user_cache_takes_the_compiled_kernels(tmp):

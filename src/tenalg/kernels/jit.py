@@ -25,6 +25,7 @@ True
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -69,6 +70,22 @@ def _temporary():
         return None
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
+
+
+def _importer_level():
+    """The ``stacklevel`` of a warning at import that names the line importing tenalg: the
+    first frame, outward from the caller, outside tenalg and Python's import machinery
+    (it named a line of tenalg's own).  ``warnings`` skips the import machinery's frames
+    in its count; so does this."""
+    frame, level = sys._getframe(1).f_back, 1
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith("<frozen importlib"):
+            level += 1
+            if not name.startswith(_PACKAGE):
+                break
+        frame = frame.f_back
+    return level
 
 
 def choose_cache():
@@ -129,7 +146,7 @@ if CACHE_PLACE in ("temporary", "none"):
         "package's __pycache__, $XDG_CACHE_HOME/tenalg and ~/.cache/tenalg); they "
         + (f"are cached in {CACHE_DIRECTORY} for this process only" if CACHE
            else "compile on every run") + ". Set NUMBA_CACHE_DIR to a writable directory.",
-        CacheWarning, stacklevel=2)
+        CacheWarning, stacklevel=_importer_level())
 
 
 
