@@ -539,3 +539,19 @@ def test_a_broadcast_operand_is_not_copied():
     np.testing.assert_allclose(
         ta.contract(x, "ij", b, "kj", "ik", alpha=2, c=c, beta=3, unary_a="conjugate"),
         2 * np.einsum("ij,kj->ik", x.conj(), b) + 3 * c)
+
+
+def test_full_reductions_take_every_optimizer_tenalg_takes():
+    """optimize='dp', 'branch-all', an opt_einsum PathOptimizer or a plain path reached
+    np.einsum_path (which takes none of them) for a full reduction of three operands,
+    and raised (found by a probe of the docs). Such options give tenalg's default type,
+    a NumPy scalar; NumPy's own options give what NumPy gives."""
+    rng = np.random.default_rng(0)
+    a, b, c = rng.random((3, 4)), rng.random((4, 5)), rng.random((5, 3))
+    want = np.einsum("ij,jk,ki->", a, b, c)
+    for optimize in ("dp", "branch-all", opt_einsum.DynamicProgramming(), [(0, 1), (0, 1)]):
+        got = ta.einsum("ij,jk,ki->", a, b, c, optimize=optimize)
+        assert type(got) is np.float64 and np.isclose(got, want)
+    for optimize in ("greedy", ["einsum_path", (0, 1), (0, 1)]):
+        got, numpy = (f("ij,jk,ki->", a, b, c, optimize=optimize) for f in (ta.einsum, np.einsum))
+        assert type(got) is type(numpy) and np.isclose(got, want)

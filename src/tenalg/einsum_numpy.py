@@ -309,14 +309,21 @@ def full_reduction_is_scalar(expression, shapes, optimize):
     C call) and for one operand; with a path, as its last pairwise step does (a matrix
     product over shared labels returns an array, a plain product of two reduced terms a
     scalar: NumPy 2's ``bmm_einsum``). An expression NumPy cannot take (None: more than
-    52 labels) is a scalar, as tenalg's default call returns it.
+    52 labels), or an optimize that only tenalg takes ("dp", an opt_einsum
+    PathOptimizer, a path without NumPy's "einsum_path" head), gives a scalar, as
+    tenalg's default call does (such options reached np.einsum_path and raised).
 
     >>> full_reduction_is_scalar("a,a->", ((3,), (3,)), "greedy")
     False
     >>> full_reduction_is_scalar("a,b->", ((3,), (4,)), "greedy")
     True
+    >>> full_reduction_is_scalar("a,a,a->", ((3,),) * 3, "dp")
+    True
     """
-    if optimize is False or len(shapes) == 1 or expression is None:
+    numpy_takes = (isinstance(optimize, bool | str) and optimize in NUMPY_OPTIMIZE
+                   or isinstance(optimize, list | tuple) and len(optimize) > 0
+                   and isinstance(optimize[0], str) and optimize[0] == "einsum_path")
+    if optimize is False or len(shapes) == 1 or expression is None or not numpy_takes:
         return True
     return _last_step_is_scalar(expression, shapes, optimize if isinstance(optimize, bool | str)
                                 else tuple(tuple(x) if isinstance(x, list | tuple) else x

@@ -211,7 +211,8 @@ def diagonal(a, axis1=0, axis2=1, *, offset=0):
     >>> diagonal(np.arange(9).reshape(3, 3), offset=1).tolist()
     [1, 5]
     """
-    if type(a) is np.ndarray and type(axis1) is int and type(axis2) is int:  # checked here:
+    if (type(a) is np.ndarray and type(axis1) is int and type(axis2) is int  # checked here:
+            and type(offset) is int):
         n = a.ndim  # an 8x8 diagonal 10 -> 1.0 us (np.diagonal 2.2)
         if -n <= axis1 < n and -n <= axis2 < n and axis1 % n != axis2 % n:
             return a.diagonal(offset, axis1, axis2)  # read-only

@@ -301,3 +301,13 @@ def test_byte_swapped_storage_types_are_named_as_such():
         with pytest.raises(ta.DTypeError, match=r"in the other byte order.*newbyteorder"):
             ta.reduce(x, "i", "")
         np.testing.assert_allclose(ta.reduce(x.astype(x.dtype.newbyteorder("=")), "i", ""), 3)
+
+
+def test_diagonal_checks_its_offset_as_trace_does():
+    """ta.diagonal took offset=True as 1 and let a float raise a bare TypeError (its fast
+    path skipped the check), where docs/dense.md promises IntegerTypeError."""
+    m = np.arange(9.0).reshape(3, 3)
+    for offset in (True, 1.0, "1"):
+        with pytest.raises(ta.IntegerTypeError):
+            ta.diagonal(m, offset=offset)
+    assert ta.diagonal(m, offset=np.int64(1)).tolist() == [1.0, 5.0]

@@ -282,3 +282,18 @@ def test_rounding_hypothesis(dims, ra, rb, method, dtype, storage, seed):
     loose = tt.round_sum([a, b], eps=0.3, method=method, rng=seed)
     assert rel(loose.to_dense(), dense) <= 0.3 + 100 * tol(dtype)
     assert all(r <= s for r, s in zip(loose.ranks, (a + b).ranks, strict=True))
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("method", ["svd", "gram", "randomized"])
+def test_a_norm_past_float64s_range_is_inf_without_a_warning(method):
+    """Rounding a train whose norm exceeds float64's range gave info.norm inf, as
+    documented, but with NumPy's 'overflow encountered in exp' (found by a probe of the
+    docs); a norm whose exponential factor alone overflows is finite."""
+    x = rand((2,) * 40, 2, seed=0)
+    big = tt.TensorTrain([c.array() * 1e20 for c in x.cores])  # norm about 1e800
+    info = tt.round_(big + big, 1e-6, method=method, max_rank=4)
+    assert info.norm == np.inf
+    small = tt.TensorTrain([c.array() * 1e-3 for c in x.cores])
+    info = tt.round_(small + small, 1e-8, method=method, max_rank=4)
+    assert info.norm == pytest.approx(2 * tt.norm(small), rel=1e-10)

@@ -86,6 +86,20 @@ def safe_log(s):
     return np.log(np.where((s > 0) & np.isfinite(s), s, 1.0))
 
 
+def norm_from_log(nrm, logs):
+    """``nrm * exp(logs)``, a train's norm from its scaled parts: inf past float64's range
+    (as documented for such trains), with no overflow warning, and finite wherever the
+    product is (exp(logs) alone may overflow where nrm is small).
+
+    >>> norm_from_log(np.array([1e-10, 2.0, 0.0]), np.array([720.0, 800.0, 5.0]))
+    array([2.31802181e+302,             inf, 0.00000000e+00])
+    """
+    nrm = np.asarray(nrm, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        return np.where((nrm > 0) & np.isfinite(nrm), np.exp(logs + safe_log(nrm)),
+                        nrm * np.exp(np.minimum(logs, 0)))
+
+
 def bond_tolerance(eps, ncores):
     """Relative tolerance per bond: eps / sqrt(d - 1)."""
     return eps / math.sqrt(max(ncores - 1, 1))

@@ -37,7 +37,7 @@ from ...linalg import smalleigh
 from ...linalg.lapackcalls import lapack_threads, unit_roundoff
 from ...linalg.truncation import SAFETY, rank_mask
 from .batched import frobenius, spread
-from .dense import bond_tolerance, einsum, safe_log, scaled_by_log
+from .dense import bond_tolerance, einsum, norm_from_log, safe_log, scaled_by_log
 from .sweeps import NOISE, Rounded, cancellation_ratio, first_cores, normalize_joint, svd
 
 RESOLVE = 4  # kept squared singular values must stand this far above the shift
@@ -210,5 +210,5 @@ def _sweep(summands, coefficients, eps, max_rank, u_data):
         net = frobenius(z[0])
         lognorm, zero = logs + safe_log(net), net == 0
     out.append(z[0])
-    return Rounded(spread(out, logs), ranks, np.where(zero, 0.0, np.exp(lognorm)),
+    return Rounded(spread(out, logs), ranks, norm_from_log(np.where(zero, 0.0, 1.0), lognorm),
                    np.sqrt(discarded), fallback)

@@ -31,7 +31,7 @@ from ...kernels import compiler
 from ...kernels.jit import CACHE
 from ...linalg.lapackcalls import unit_roundoff
 from .batched import block_sum, split
-from .dense import bond_tolerance
+from .dense import bond_tolerance, norm_from_log
 from .sweeps import NOISE, Rounded, first_cores
 
 # per dtype: the largest work l n r min(l, r) of a core, and of all cores together, that
@@ -80,7 +80,7 @@ def svd(summands, coefficients, eps, max_rank):
     except np.linalg.LinAlgError:  # an infinity or NaN met by LAPACK (which checks first)
         return None
     shapes = [(1, new_ranks[0, k], dims[k], new_ranks[0, k + 1]) for k in range(d)]
-    return Rounded(split(out, shapes), new_ranks, np.array([nrm * np.exp(log)]),
+    return Rounded(split(out, shapes), new_ranks, norm_from_log([nrm], log),
                    np.array([discarded]))
 
 

@@ -34,7 +34,14 @@ from ...linalg.lapackcalls import unit_roundoff
 from ...linalg.truncation import lq, truncated_svd
 from ...linalg.workspace import FRESH
 from .batched import frobenius, normalize, reverse, spread, sum_cores, times_lower
-from .dense import bond_tolerance, einsum, python_scalar, safe_log, scaled_by_log
+from .dense import (
+    bond_tolerance,
+    einsum,
+    norm_from_log,
+    python_scalar,
+    safe_log,
+    scaled_by_log,
+)
 
 OVERSAMPLE = 10
 NOISE = 64
@@ -133,7 +140,7 @@ def svd(summands, coefficients, eps, max_rank, work=FRESH):
     cores, factors, logs, gross = orthogonalize_rl(cores, work)
     cores, ranks, nrm, discarded = truncate(cores, bond_tolerance(eps, len(cores)), max_rank,
                                             gross, factors, work)
-    return Rounded(spread(cores, logs), ranks, nrm * np.exp(logs), discarded)
+    return Rounded(spread(cores, logs), ranks, norm_from_log(nrm, logs), discarded)
 
 
 def randomized(summands, coefficients, eps, max_rank, rng):
@@ -184,4 +191,5 @@ def randomized(summands, coefficients, eps, max_rank, rng):
         gross = cancellation_ratio(sum(frobenius(s[0]) for s in summands), frobenius(out[0]))
     cores, ranks, nrm, discarded = truncate(reverse(out), bond_tolerance(eps, d), max_rank,
                                             gross)
-    return Rounded(spread(reverse(cores), logs), ranks[:, ::-1], nrm * np.exp(logs), discarded)
+    return Rounded(spread(reverse(cores), logs), ranks[:, ::-1], norm_from_log(nrm, logs),
+                   discarded)
