@@ -14,12 +14,15 @@ import argparse
 import os
 import sys
 
+import numpy as np
+
 from . import __version__
+from .allocation import stand_in
 from .backends import ahead
 from .descriptors import TensorDescriptor
 from .dtypes import storage_type
 from .einsum import einsum_plan
-from .errors import InputCountError, TenalgError
+from .errors import DTypeError, InputCountError, TenalgError
 from .kernels import compiler, jit
 
 # the groups of bench workloads (bench/registry.py's, which this light module can't
@@ -133,10 +136,18 @@ def _compile(args):
 
 
 def _explain(args):
-    dtype = storage_type(args.dtype, "--dtype")
-    descriptors = [TensorDescriptor.contiguous(shape, dtype) for shape in args.shapes]
+    """The plan of an einsum of C-ordered operands of ``--dtype``: any NumPy dtype (an
+    integer einsum shows NumPy's own routine), read off stand-ins that allocate nothing."""
     try:
-        plan = einsum_plan(args.expression, *descriptors)
+        dtype = np.dtype(args.dtype)
+    except TypeError:
+        raise DTypeError(f"--dtype: {args.dtype!r} is not a NumPy dtype") from None
+    operands = []
+    for shape in args.shapes:  # C order: element strides (of any dtype) times the item size
+        elements = TensorDescriptor.contiguous(shape, np.float64).strides
+        operands.append(stand_in(shape, [s * dtype.itemsize for s in elements], dtype))
+    try:
+        plan = einsum_plan(args.expression, *operands)
     except InputCountError as error:
         raise InputCountError(f"{error}: give one SHAPE per operand, like 64x32") from None
     print(plan.explain())
