@@ -2,6 +2,8 @@
 a backend added from outside (here, one that counts calls and delegates to the reference
 kernels, and one for arrays that are not NumPy's) plugs in without touching plan.py."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -444,3 +446,57 @@ def test_errors_name_the_type_in_full_and_execute_into_returns_out():
         np.testing.assert_array_equal(out.data, a.T)
     finally:
         seam.unregister("quiet")
+
+
+class Slow(Counting):
+    """Counting, whose prepare waits until told to go on: a plan in the making."""
+
+    name = "slow"
+
+    def __init__(self):
+        super().__init__()
+        self.preparing, self.go = threading.Event(), threading.Event()
+
+    def prepare(self, operation, chosen=False):
+        self.preparing.set()
+        assert self.go.wait(60)
+        return super().prepare(operation, chosen)
+
+
+@pytest.mark.parametrize("change", ["register", "unregister"])
+@pytest.mark.parametrize("front", ["permute", "einsum", "contract"])
+def test_a_plan_made_while_the_backends_change_is_not_kept(change, front):
+    """A plan made from the old registry, put in its cache after a registration emptied
+    it, stayed: the new backend was never asked, or a removed one kept running (found by
+    a probe of threads)."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((2, 3, 4 + len(change) + len(front)))  # a layout of its own
+    call, expected = {
+        "permute": (lambda: ta.permute(a, (2, 1, 0)), a.transpose(2, 1, 0)),
+        "einsum": (lambda: ta.einsum("ijk,ijl->kl", a, a), np.einsum("ijk,ijl->kl", a, a)),
+        "contract": (lambda: ta.contract(a, "ijk", a, "ljk", "il"),
+                     np.einsum("ijk,ljk->il", a, a)),
+    }[front]
+    slow, counting = Slow(), Counting()
+    seam.register(slow, first=True)
+    try:
+        worker = threading.Thread(target=call)
+        worker.start()
+        assert slow.preparing.wait(60)
+        if change == "register":
+            seam.register(counting, first=True)
+        else:
+            seam.unregister("slow")
+        slow.go.set()
+        worker.join(60)
+        runs = slow.runs
+        for _ in range(3):
+            np.testing.assert_allclose(call(), expected)
+        if change == "register":
+            assert counting.runs >= 3  # asked from the next call
+        else:
+            assert slow.runs == runs  # no longer run
+    finally:
+        slow.go.set()
+        seam.unregister("slow")
+        seam.unregister("counting")

@@ -21,7 +21,7 @@ from .kernels import compiler
 from .operations import Operation
 from .plan import Plan
 from .plan_cache import cached_plans
-from .seam import on_change
+from .seam import generation, on_change
 from .views import made_by_numpy
 
 
@@ -212,7 +212,9 @@ def _build_later(key, build, arrays, args):
 
 
 def _build(key, build, arrays, args, out=None):
-    """``build``'s plan of a call, kept under ``key``."""
+    """``build``'s plan of a call, kept under ``key`` unless the backends changed while it
+    was made (:func:`tenalg.seam.generation`)."""
+    before = generation()
     built = build(arrays, out, *args)
     if len(CALLS) >= MAX_CALLS:
         CALLS.clear()
@@ -220,6 +222,9 @@ def _build(key, build, arrays, args, out=None):
     plan, select = built
     if out is None and select is None and plan.single is not None and len(arrays) == 1:
         CALLS[key[:-1]] = plan.single
+    if generation() != before:
+        CALLS.pop(key, None)
+        CALLS.pop(key[:-1], None)
     return built
 
 

@@ -679,9 +679,10 @@ def einsum(*operands, out=None, dtype=None, order="K", casting="safe", optimize=
                                order, casting)
     plan = PLANS.get(key)
     if plan is None:
-        plan = PLANS.put(key, EinsumPlan(subscripts, *arrays, dtype=dtype,
-                                         compute_dtype=compute_dtype, optimize=optimize,
-                                         order=order, casting=casting))
+        plan = PLANS.build(key, lambda: EinsumPlan(subscripts, *arrays, dtype=dtype,
+                                                   compute_dtype=compute_dtype,
+                                                   optimize=optimize, order=order,
+                                                   casting=casting))
     if out is not None:
         return plan._into(arrays, out)
     if plan._new is not None:  # a new array, nothing else to do (an 8 x 8 GEMM 1.79 -> 1.70 us)

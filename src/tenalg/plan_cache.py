@@ -12,12 +12,13 @@ import collections
 import functools
 import threading
 
-from .seam import on_change
+from .seam import generation, on_change
 
 
 def cached_plans(maxsize):
     """``functools.lru_cache(maxsize)`` for a function that builds plans (or what keeps
-    them), emptied whenever a backend is registered or removed.
+    them), emptied whenever a backend is registered or removed, and not keeping what was
+    built while one was (:func:`tenalg.seam.generation`).
 
     >>> @cached_plans(8)
     ... def plan(shape):
@@ -28,7 +29,17 @@ def cached_plans(maxsize):
     def decorate(function):
         cached = functools.lru_cache(maxsize)(function)
         on_change(cached.cache_clear)
-        return cached
+
+        @functools.wraps(function)
+        def kept(*args):
+            before = generation()
+            result = cached(*args)
+            if generation() != before:  # made from a registry that changed meanwhile
+                cached.cache_clear()
+            return result
+
+        kept.cache_clear = cached.cache_clear
+        return kept
     return decorate
 
 
@@ -50,6 +61,16 @@ class PlanCache:
                 self._plans.move_to_end(key)
             except KeyError:  # another thread evicted it meanwhile
                 pass
+        return plan
+
+    def build(self, key, make):
+        """``make()``, cached under ``key`` unless the backends changed while it ran
+        (:func:`tenalg.seam.generation`)."""
+        before = generation()
+        plan = self.put(key, make())
+        if generation() != before:
+            with self._lock:
+                self._plans.pop(key, None)
         return plan
 
     def put(self, key, plan):

@@ -62,6 +62,7 @@ _BACKENDS = []
 _LOCK = threading.Lock()
 _FRONT_ENDS = {}  # array kind -> the module whose NumPy-named functions take such arrays
 _LISTENERS = []  # what empties each cache of plans, called when the registry changes
+_GENERATION = [0]  # how many times the registry changed (see generation)
 
 
 def on_change(callback):
@@ -73,7 +74,15 @@ def on_change(callback):
     return callback
 
 
+def generation():
+    """How many times the registry has changed: a cache keeps a plan only where this did
+    not change while the plan was made (one made from the old registry, put after the
+    caches were emptied, would stay)."""
+    return _GENERATION[0]
+
+
 def _changed():
+    _GENERATION[0] += 1  # first: a plan being made now is not kept (see generation)
     for callback in _LISTENERS:
         callback()
 
