@@ -87,18 +87,24 @@ def safe_log(s):
 
 
 def norm_from_log(nrm, logs):
-    """``nrm * exp(logs)``, a train's norm from its scaled parts: inf past float64's range
-    (as documented for such trains), with no overflow warning, and finite wherever the
-    product is (exp(logs) alone may overflow where nrm is small).
+    """``nrm * exp(logs)``, a train's norm from its scaled parts (exactly that product
+    where exp(logs) is finite): inf past float64's range (as documented for such
+    trains), with no overflow warning, and finite wherever the norm is (exp(logs) alone
+    may overflow where nrm is small); 0 where nrm is.
 
-    >>> norms = norm_from_log(np.array([1e-10, 2.0, 0.0]), np.array([720.0, 800.0, 5.0]))
+    >>> norms = norm_from_log(np.array([1e-10, 2.0, 0.0]), np.array([720.0, 800.0, 800.0]))
     >>> [f"{x:.3g}" for x in norms]
     ['4.92e+302', 'inf', '0']
     """
     nrm = np.asarray(nrm, dtype=np.float64)
-    with np.errstate(over="ignore"):
-        return np.where((nrm > 0) & np.isfinite(nrm), np.exp(logs + safe_log(nrm)),
-                        nrm * np.exp(np.minimum(logs, 0)))
+    logs = np.asarray(logs, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        scale = np.exp(logs)
+        norms = np.where(nrm == 0, 0.0, nrm * scale)
+        far = np.isinf(scale) & (nrm > 0) & np.isfinite(nrm)
+        if far.any():
+            norms = np.where(far, np.exp(logs + safe_log(nrm)), norms)
+    return norms
 
 
 def bond_tolerance(eps, ncores):
