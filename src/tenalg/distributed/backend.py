@@ -23,18 +23,11 @@ from ..operations import output_aligned
 from . import dense
 
 KINDS = ("contraction", "sum_product", "reduction", "permutation")
-UNARIES = ("identity", "conjugate")
-
-
-def _unary(operand):
-    return getattr(operand.unary, "value", operand.unary)
-
-
 def runs(operation):
     """Whether the backend runs ``operation``: one of :data:`KINDS`, every operand (the
     addend too) read as it is or conjugated."""
     operands = operation.inputs + (() if operation.addend is None else (operation.addend,))
-    return operation.kind in KINDS and all(_unary(x) in UNARIES for x in operands)
+    return operation.kind in KINDS and all(x.unary in dense.LAZY_UNARIES for x in operands)
 
 
 def _read(operand, array):

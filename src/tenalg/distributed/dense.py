@@ -146,6 +146,9 @@ def _scaled(result, alpha, c, beta):
     return result if c is None or beta == 0 else result + beta * _dask(c)
 
 
+LAZY_UNARIES = (Unary.IDENTITY, Unary.CONJUGATE)  # what Dask's own operations read lazily
+
+
 def read(array, unary, what="operand"):
     """``array`` read through ``unary``: as it is (None or "identity") or conjugated,
     the two that Dask's own operations give lazily."""

@@ -40,8 +40,7 @@ def read_block(block, shape, dtype):
     >>> read_block(np.ones((2, 1), np.float32, order="F"), (2, 1), np.dtype(np.float64)).dtype
     dtype('float64')
     """
-    block = block if type(block) is np.ndarray else host_array(block, "block",
-                                                                "tenalg.symmetric")
+    block = host_array(block, "block", "tenalg.symmetric")
     if block.shape != shape:
         raise InputMismatchError(
             f"a block of shape {block.shape} where its tensor has one of {shape}")
