@@ -49,3 +49,32 @@ def test_code_blocks_run(path, tmp_path, monkeypatch):
     pytest.importorskip("matplotlib").use("Agg")  # no windows from examples that plot
     monkeypatch.chdir(tmp_path)  # files an example writes land in a scratch directory
     run_blocks(path, {"__name__": "__main__"})  # as a script runs them (guards included)
+
+
+PACKAGES = ["tenalg", "tenalg.linalg", "tenalg.tt", "tenalg.symmetric", "tenalg.distributed"]
+
+
+def documented_names(text):
+    """{package: names} of docs/api.md: the first column of the tables under each
+    ``## `package` `` heading."""
+    sections = re.split(r"^## `([\w.]+)`\n", text, flags=re.MULTILINE)
+    return {package: set(re.findall(r"^\| `(\w+)` \|", body, re.MULTILINE))
+            for package, body in zip(sections[1::2], sections[2::2], strict=True)}
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_every_public_name_is_in_all_and_in_the_api_page(name):
+    if name == "tenalg.distributed":
+        pytest.importorskip("dask.distributed")
+    package = __import__(name, fromlist=["_"])
+    public = {n for n, value in vars(package).items()
+              if not n.startswith("_") and type(value).__name__ != "module"}
+    public -= {"annotations"}
+    assert set(package.__all__) == public
+    assert len(package.__all__) == len(set(package.__all__))
+    assert documented_names((ROOT / "docs" / "api.md").read_text())[name] == public
+
+
+def test_the_api_page_is_read_by_package():
+    text = "## `a`\n| `x` | y |\n| `z` | w |\n## `a.b`\n| `v` | u |\n"
+    assert documented_names(text) == {"a": {"x", "z"}, "a.b": {"v"}}

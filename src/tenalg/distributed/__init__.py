@@ -35,5 +35,30 @@ from .stencil import step as stencil_step
 from .train import DistributedTrain
 from .. import seam
 
+__all__ = [
+    "BACKEND",
+    "DaskBackend",
+    "DistributedPack",
+    "DistributedTrain",
+    "PackOperationError",
+    "contract",
+    "contraction_path",
+    "diagonal",
+    "einsum",
+    "elementwise_binary",
+    "elementwise_trinary",
+    "inner_product",
+    "memory_limit_of",
+    "norm",
+    "partial_trace",
+    "permute",
+    "reduce",
+    "run_operation",
+    "stencil_step",
+    "sum",
+    "to_host",
+    "trace",
+]
+
 # plans for Dask arrays (Plan(op, kind="dask")) run on the dask backend
 seam.register(BACKEND)

@@ -23,3 +23,21 @@ from .tensor import BlockTensor
 from .tensor import permute
 from .trace import partial_trace
 from .trace import trace
+
+__all__ = [
+    "BlockTensor",
+    "Group",
+    "Leg",
+    "LegFusion",
+    "ProductGroup",
+    "TruncationInfo",
+    "U1",
+    "Zn",
+    "contract",
+    "einsum",
+    "partial_trace",
+    "permute",
+    "qr",
+    "svd",
+    "trace",
+]
