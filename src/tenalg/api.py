@@ -110,7 +110,9 @@ def _sum_types(a, dtype, out):
             and (out is None or out.dtype in KERNEL_TYPES)
             and np.can_cast(a.dtype, result, "safe")):
         return None
-    return result, (np.dtype(np.float64) if result in _WIDE and a.dtype != result else None)
+    if result not in _WIDE or a.dtype == result:
+        return result, None
+    return result, _WIDE[a.dtype.kind == "c"]  # complex data adds in complex128
 
 
 def _numpy_sum(function, a, *args, dtype=None, out=None, **kwargs):

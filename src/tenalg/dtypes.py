@@ -65,8 +65,8 @@ def compute_type(dtypes, requested=None):
     """The compute type for inputs of ``dtypes``.
 
     float64 if any input is 64-bit, else float32; complex if any input is complex.
-    A ``requested`` type narrower than a 64-bit input is a DTypeError; a real
-    request with complex inputs is widened to the matching complex type.
+    A ``requested`` type narrower than a 64-bit input is a DTypeError, and so is a real
+    request with complex inputs (the imaginary parts would be lost).
     """
     dts = [storage_type(d) for d in dtypes]
     wide = any(is_wide(d) for d in dts)

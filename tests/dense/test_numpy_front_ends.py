@@ -53,6 +53,15 @@ def test_sum_keepdims_dtype_and_out():
         assert wide.dtype == np.float64
         np.testing.assert_array_equal(wide, np.sum(a, axis=axis, dtype=np.float64))
     assert ta.sum(a, dtype=np.complex128).dtype == np.complex128
+    # complex data widened: added in complex128 (a float64 compute type was refused)
+    z = (a + 1j * a[::-1]).astype(np.complex64)
+    for axis in (None, 1, (0, 2)):
+        wide = ta.sum(z, axis=axis, dtype=np.complex128)
+        assert wide.dtype == np.complex128
+        np.testing.assert_array_equal(wide, np.sum(z, axis=axis, dtype=np.complex128))
+    assert ta.trace(z[0], dtype=np.complex128) == np.trace(z[0], dtype=np.complex128)
+    with pytest.raises(ta.DTypeError, match="is real but an input is complex"):
+        ta.sum(z, compute_dtype=np.float64)
     # a narrowing dtype adds in the narrow type, as NumPy does (NumPy's own sum)
     x = np.array([1e8, 1.0, -1e8])
     assert ta.sum(x, dtype=np.float32) == np.sum(x, dtype=np.float32)
