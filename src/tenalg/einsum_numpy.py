@@ -259,9 +259,10 @@ class ExactIntegers:
 
 def exact_integers(fallback, run_float, dtypes, dtype, out_modes, extents):
     """An :class:`ExactIntegers` over ``fallback`` where it may pay (two or more integer
-    operands, NumPy's result type, a loop of 2^16 or more), else ``fallback`` itself;
-    ``run_float(arrays)`` is the same einsum on float64 arrays."""
+    operands, NumPy's result type, an integer, a loop of 2^16 or more), else ``fallback``
+    itself; ``run_float(arrays)`` is the same einsum on float64 arrays."""
     if (dtype is not None or len(dtypes) < 2 or any(d.kind not in "iu" for d in dtypes)
+            or np.result_type(*dtypes).kind not in "iu"  # int64 and uint64: float64
             or fallback.options["order"] not in ("K", "C")):
         return fallback
     if np.prod([float(e) for e in extents.values()]) < 2**16:
