@@ -293,7 +293,7 @@ def test_binding_errors():
         einsum("ij->", a, optimize="fastest")
     with pytest.raises(ta.OperationError, match="optimize"):
         einsum("ij->", a, optimize=3)
-    for bad in ([(0, 1)] * 3, [(0, 0)], [(0, 1, 2)], [(0, 5)], []):
+    for bad in ([(0, 1)] * 3, [(0, 0)], [(0, 1, 2, 3)], [(0, 5)], [()], []):
         with pytest.raises(ta.OperationError, match="path"):
             einsum("ij,jk,kl->il", a, a.T, a, optimize=bad)
     with pytest.raises(ta.OperationError, match="order"):
@@ -555,3 +555,20 @@ def test_full_reductions_take_every_optimizer_tenalg_takes():
     for optimize in ("greedy", ["einsum_path", (0, 1), (0, 1)]):
         got, numpy = (f("ij,jk,ki->", a, b, c, optimize=optimize) for f in (ta.einsum, np.einsum))
         assert type(got) is type(numpy) and np.isclose(got, want)
+
+
+def test_paths_with_steps_of_three_or_more_operands():
+    """NumPy's and opt_einsum's paths may contract several operands in one step; tenalg
+    runs such a step as pairwise steps in the order given (it had refused them)."""
+    rng = np.random.default_rng(3)
+    a, b, c, d = (rng.standard_normal(s) for s in ((3,), (4,), (3, 4), (4, 5)))
+    path, _ = np.einsum_path("a,b,ab->ab", a, b, c, optimize="greedy")
+    assert path == ["einsum_path", (0, 1, 2)]
+    np.testing.assert_allclose(einsum("a,b,ab->ab", a, b, c, optimize=path),
+                               a[:, None] * b * c)
+    expected = np.einsum("a,b,ab,bc->c", a, b, c, d)
+    for path in ([(3, 0, 1), (0, 1)], [(2, 1, 0, 3)], [(1, 3), (2, 1, 0)],
+                 ["einsum_path", (0, 2, 3), (0, 1)]):
+        np.testing.assert_allclose(einsum("a,b,ab,bc->c", a, b, c, d, optimize=path), expected)
+        plan = ta.einsum_plan("a,b,ab,bc->c", a, b, c, d, optimize=path)
+        np.testing.assert_allclose(plan(a, b, c, d), expected)

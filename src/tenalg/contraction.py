@@ -546,21 +546,28 @@ def find_path(modes, out_modes, extents, optimize):
 
 
 def check_path(path, n):
-    """``path`` if it contracts ``n`` operands down to one, one or two at a time.
+    """``path`` as steps of one or two operands, if it contracts ``n`` operands down to
+    one: a step of more (NumPy's and opt_einsum's paths may have them) becomes pairwise
+    steps in the order it lists its operands, the result the same.
 
     >>> check_path([(0, 2), (0, 1)], 3)
     [(0, 2), (0, 1)]
+    >>> check_path([(3, 0, 1), (0, 1)], 4)
+    [(3, 0), (0, 2), (0, 1)]
     """
-    count = n
+    count, pairs = n, []
     for step in path:
-        if not 1 <= len(step) <= 2 or len(set(step)) != len(step) or not all(
+        if not step or len(set(step)) != len(step) or not all(
                 isinstance(p, int | np.integer) and 0 <= p < count for p in step):
-            raise OperationError(f"path step {step} is not one or two distinct positions "
-                                 f"among {count} operands (path {path})")
+            raise OperationError(f"path step {step} is not distinct positions among {count} "
+                                 f"operands (path {path})")
+        pairs.append(tuple(step[:2]))
+        for k, p in enumerate(step[2:], 2):  # the partial result is last: count - k
+            pairs.append((p - sum(q < p for q in step[:k]), count - k))
         count -= len(step) - 1
     if count != 1 or not path:
         raise OperationError(f"path {path} leaves {count} operands of {n}, not one")
-    return path
+    return pairs
 
 
 def gemm_layout(a, b, out_modes, dtype):
