@@ -200,6 +200,24 @@ def test_more_than_52_labels():
         einsum(np.eye(2), [0, 52])
 
 
+def test_implicit_output_of_hashable_labels_is_sorted_as_opt_einsum_sorts_it():
+    """An implicit output lists NumPy's letters (ints) in order, then the other labels
+    sorted where they compare (opt_einsum's order; tenalg had kept first appearance),
+    else in order of first appearance."""
+    x, y = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    for labels in (["b", "a"], [("s", 2), ("s", 1)]):
+        np.testing.assert_array_equal(einsum(x, labels), x.T)
+        np.testing.assert_array_equal(einsum(x, labels), opt_einsum.contract(x, labels))
+    got = einsum(x, ["site", "bond"], y, ["bond", "left"])
+    np.testing.assert_array_equal(got, opt_einsum.contract(x, ["site", "bond"], y,
+                                                            ["bond", "left"]))
+    assert got.shape == (4, 2)
+    np.testing.assert_array_equal(einsum(x, ["z", 0]), x.T)  # letters first
+    np.testing.assert_array_equal(einsum(x, ["z", ("a",)]), x)  # no order: as they come
+    with pytest.raises(ta.SublistError, match="not hashable"):
+        einsum(x, [["a"], "b"])
+
+
 def test_zero_d_out_with_optimize_follows_numpy():
     """NumPy's optimized path writes a 0-d result into out without its casting check."""
     a = np.ones(7)

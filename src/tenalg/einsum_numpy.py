@@ -122,39 +122,45 @@ def sublist_labels(terms):
 
     Ints in [0, 52) read as NumPy's letters ('A'-'Z', 'a'-'z'); other ints raise, as in
     NumPy.  Beyond NumPy, any other hashable (a string, a tuple) is a label, as many as
-    needed, read as private-use characters in order of first appearance; ``Ellipsis`` is
-    ``...``.
+    needed, read as private-use characters after NumPy's letters, in the labels' sorted
+    order (opt_einsum's, so an implicit output lists them sorted; in order of first
+    appearance where they do not compare); ``Ellipsis`` is ``...``.
 
-    >>> sublist_labels([[0, 1], [1, "x", Ellipsis]])
-    ['AB', 'B\\U00100000...']
+    >>> sublist_labels([[0, 1], [1, "x", Ellipsis, "b"]])
+    ['AB', 'B\\U00100001...\\U00100000']
     """
-    chars, out = {}, []
     for k, sublist in enumerate(terms):
-        where = f"sublist {k}"
         if isinstance(sublist, str | bytes) or not hasattr(sublist, "__iter__"):
-            raise SublistError(f"{where}: expected a list of labels, got {sublist!r}")
-        text = []
+            raise SublistError(f"sublist {k}: expected a list of labels, got {sublist!r}")
+    terms = [list(sublist) for sublist in terms]
+    others = {}
+    for k, sublist in enumerate(terms):
         for item in sublist:
-            if item is Ellipsis:
-                text.append("...")
-                continue
             try:
-                char = chars.get(item)
+                if item is Ellipsis or isinstance(item, int | np.integer) or item in others:
+                    continue
             except TypeError as exc:
-                raise SublistError(f"{where}: label {item!r} is not hashable") from exc
-            if char is None:
-                if isinstance(item, int | np.integer):  # NumPy's rule and error for ints
-                    if not 0 <= item < 52:
-                        raise ExpressionError(f"{where}: int label {item} is not in [0, 52) "
-                                              "(NumPy's letters); use any other hashable")
-                    char = NUMPY_LETTERS[item]
-                else:
-                    char = chr(_FIRST_FREE + sum(1 for c in chars.values()
-                                                 if ord(c) >= _FIRST_FREE))
-                chars[item] = char
-            text.append(char)
-        out.append("".join(text))
-    return out
+                raise SublistError(f"sublist {k}: label {item!r} is not hashable") from exc
+            others[item] = None
+    try:
+        others = sorted(others)
+    except TypeError:  # labels that do not compare keep their order
+        pass
+    chars = {item: chr(_FIRST_FREE + j) for j, item in enumerate(others)}
+    return ["".join(_label(item, chars, k) for item in sublist)
+            for k, sublist in enumerate(terms)]
+
+
+def _label(item, chars, k):
+    """The character(s) of one label of sublist ``k``."""
+    if item is Ellipsis:
+        return "..."
+    if isinstance(item, int | np.integer):  # NumPy's rule and error for ints
+        if not 0 <= item < 52:
+            raise ExpressionError(f"sublist {k}: int label {item} is not in [0, 52) "
+                                  "(NumPy's letters); use any other hashable")
+        return NUMPY_LETTERS[item]
+    return chars[item]
 
 
 def mode_extents(modes, shapes):
