@@ -548,7 +548,10 @@ def norm(a):
     if _NO_LOST_SQUARES <= total < math.inf:  # nothing overflowed, nothing that counts lost
         return np.asarray(math.sqrt(total), dtype)
     parts = (a.real, a.imag) if np.iscomplexobj(a) else (a,)
-    biggest = max(_max_abs(part) for part in parts)
+    largest = [_max_abs(part) for part in parts]
+    if any(math.isnan(x) for x in largest):  # NaN, as NumPy's (Python's max keeps inf
+        return np.asarray(math.nan, dtype)   # before a NaN)
+    biggest = max(largest)
     if biggest == 0 or not math.isfinite(biggest):
         return np.asarray(biggest, dtype)
     # a power of two brings the largest entry near 1 (clamped so 2**shift is finite);

@@ -171,6 +171,11 @@ def test_norm_scales_huge_and_tiny_values():
     huge = ta.norm_host(np.full(2, 3e200 + 4e200j))
     assert huge == pytest.approx(2 ** 0.5 * 5e200, rel=1e-14, abs=0)
     assert np.isnan(ta.norm_host(np.array([np.inf, np.nan])))
+    nan_inf = complex(np.nan, np.inf)
+    for values in ([complex(np.inf, np.nan), 1], [nan_inf, 1], [1, nan_inf], [np.nan, np.inf]):
+        for dtype in (np.complex128, np.complex64):  # (the first had given inf: a NaN
+            assert np.isnan(ta.norm_host(np.array(values, dtype)))  # ignored by max)
+    assert ta.norm_host(np.array([np.inf, 1.0, -np.inf])) == np.inf
     rng = np.random.default_rng(5)
     for dtype in (np.float64, np.float32, np.float16, ta.bfloat16, np.complex128,
                   np.complex64):
