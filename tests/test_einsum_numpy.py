@@ -337,3 +337,16 @@ def test_mixed_integers_whose_result_type_is_float(pair):
     for expr in ("ij,jk->ik", "ij,jk"):
         _same(einsum(expr, a, b), np.einsum(expr, a, b))
     _same(ta.tensordot(a, b, 1), np.tensordot(a, b, 1))
+
+
+def test_optimize_none_is_numpys_unoptimized_path():
+    """optimize=None, which np.einsum and opt_einsum take (NumPy: its path branch, one
+    step), was refused; now it runs left to right, with NumPy's result types."""
+    a, m = np.arange(3.0), np.arange(4.0).reshape(2, 2)
+    for expr, ops in (("i,i->", (a, a)), ("i->", (a,)), ("ij,ij->", (m, m)),
+                      ("i,i,i->", (a, a, a)), ("ij,jk,kl->il", (m, m, m)), ("ij->i", (m,))):
+        _same(einsum(expr, *ops, optimize=None), np.einsum(expr, *ops, optimize=None))
+        np.testing.assert_array_equal(einsum_plan(expr, *ops, optimize=None)(*ops),
+                                      np.einsum(expr, *ops))
+    path = ta.einsum_path("ij,jk,kl->il", m, m, m, optimize=None)[0]
+    assert path == np.einsum_path("ij,jk,kl->il", m, m, m, optimize=None)[0]

@@ -520,7 +520,7 @@ def find_path(modes, out_modes, extents, optimize):
     """A contraction path (list of position tuples, opt_einsum's format) for the factors.
 
     ``optimize``: "auto", "greedy", "optimal", "dp", "branch-*", True ("auto"),
-    False (left to right), an explicit path, or an opt_einsum ``PathOptimizer``.
+    False or None (left to right), an explicit path, or an opt_einsum ``PathOptimizer``.
 
     >>> find_path(["ij", "jk", "kl"], "il", dict(i=100, j=2, k=100, l=2), "optimal")
     [(1, 2), (0, 1)]
@@ -530,8 +530,8 @@ def find_path(modes, out_modes, extents, optimize):
         return check_path([tuple(step) for step in steps], len(modes))
     if len(modes) == 1:
         return [(0,)]
-    if optimize is False or len(modes) == 2:  # (two operands: every optimizer's path;
-        return [(0, 1)] * (len(modes) - 1)    # opt_einsum took 0.1 ms of a first einsum)
+    if optimize is False or optimize is None or len(modes) == 2:  # (two operands: every
+        return [(0, 1)] * (len(modes) - 1)  # optimizer's path; opt_einsum took 0.1 ms)
     present = set(itertools.chain(*modes))  # broadcast-only output modes leave no trace
     out_modes = [m for m in out_modes if m in present]
     symbols = {}

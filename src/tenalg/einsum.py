@@ -571,7 +571,7 @@ def _native_einsum(subscripts, order, optimize, dtype, casting, arrays):
 
 def _check_optimize(optimize):
     known = optimize in OPTIMIZERS if isinstance(optimize, str | bool) else (
-        isinstance(optimize, list | tuple) or callable(optimize))
+        optimize is None or isinstance(optimize, list | tuple) or callable(optimize))
     if not known:
         raise OperationError(f"optimize={optimize!r}: use one of {OPTIMIZERS}, a path, or an "
                              "opt_einsum PathOptimizer")

@@ -16,6 +16,7 @@ dtype('float64')
 [[2, 2], [2, 2]]
 """
 
+import contextlib
 import functools
 
 import numpy as np
@@ -39,7 +40,7 @@ except ImportError:  # a NumPy that moved it: np.einsum, a little slower
 CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
 ORDERS = ("K", "C", "F", "A")
 NUMPY_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-NUMPY_OPTIMIZE = (True, False, "greedy", "optimal")
+NUMPY_OPTIMIZE = (True, False, None, "greedy", "optimal")  # None: NumPy's path of one step
 _FIRST_FREE = 0x100000  # Supplementary Private Use Area-B: labels for non-int hashables
 
 
@@ -142,10 +143,8 @@ def sublist_labels(terms):
             except TypeError as exc:
                 raise SublistError(f"sublist {k}: label {item!r} is not hashable") from exc
             others[item] = None
-    try:
+    with contextlib.suppress(TypeError):  # labels that do not compare keep their order
         others = sorted(others)
-    except TypeError:  # labels that do not compare keep their order
-        pass
     chars = {item: chr(_FIRST_FREE + j) for j, item in enumerate(others)}
     return ["".join(_label(item, chars, k) for item in sublist)
             for k, sublist in enumerate(terms)]
@@ -327,12 +326,14 @@ def full_reduction_is_scalar(expression, shapes, optimize):
     >>> full_reduction_is_scalar("a,a,a->", ((3,),) * 3, "dp")
     True
     """
-    numpy_takes = (isinstance(optimize, bool | str) and optimize in NUMPY_OPTIMIZE
+    numpy_takes = (optimize is None or isinstance(optimize, bool | str)
+                   and optimize in NUMPY_OPTIMIZE
                    or isinstance(optimize, list | tuple) and len(optimize) > 0
                    and isinstance(optimize[0], str) and optimize[0] == "einsum_path")
     if optimize is False or len(shapes) == 1 or expression is None or not numpy_takes:
         return True
-    return _last_step_is_scalar(expression, shapes, optimize if isinstance(optimize, bool | str)
+    return _last_step_is_scalar(expression, shapes, optimize
+                                if optimize is None or isinstance(optimize, bool | str)
                                 else tuple(tuple(x) if isinstance(x, list | tuple) else x
                                            for x in optimize))
 

@@ -26,7 +26,7 @@ import opt_einsum
 
 from .contraction import find_path
 from .einsum import bind, einsum, interleaved, parse
-from .einsum_numpy import mode_extents
+from .einsum_numpy import NUMPY_OPTIMIZE, mode_extents
 from .errors import AxisError, ExtentError, OperationError
 from .seam import foreign_kind
 
@@ -118,7 +118,7 @@ def einsum_path(subscripts, *operands, optimize="greedy", einsum_call=False):
     if not isinstance(subscripts, str):
         subscripts, operands = interleaved((subscripts, *operands))
     arrays = [np.asarray(x) for x in operands]
-    if not (optimize in (True, False, "greedy", "optimal") or isinstance(optimize, list | tuple)):
+    if not (optimize in NUMPY_OPTIMIZE or isinstance(optimize, list | tuple)):
         optimize = _tenalg_path(subscripts, arrays, optimize)
     if subscripts.isascii():
         return np.einsum_path(subscripts, *arrays, optimize=optimize)
