@@ -499,7 +499,12 @@ def _contraction_plan(arrays, out, modes_a, modes_b, modes_out, unary_a, unary_b
 
 
 def inner_product(a, b):
-    """``sum(conj(a) * b)`` as a rank-0 array (conjugate-linear on the left, like vdot)."""
+    """``sum(conj(a) * b)`` as a rank-0 array (conjugate-linear on the left, like vdot)
+    of two arrays of one shape (vdot flattens any two of one size) and a kernel dtype.
+
+    >>> inner_product(np.array([1j, 2]), np.array([1j, 1])).item()
+    (3+0j)
+    """
     foreign = type(a) is not np.ndarray or type(b) is not np.ndarray
     if foreign and (kind := foreign_kind((a, b))):  # Dask arrays, say
         return call_front_end(kind, "inner_product", a, b)
