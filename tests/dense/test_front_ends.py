@@ -176,6 +176,24 @@ def test_norm_scales_huge_and_tiny_values():
         for dtype in (np.complex128, np.complex64):  # (the first had given inf: a NaN
             assert np.isnan(ta.norm_host(np.array(values, dtype)))  # ignored by max)
     assert ta.norm_host(np.array([np.inf, 1.0, -np.inf])) == np.inf
+    for big in (np.full(4, 1e308), np.full(2, 1.7e308 + 1e308j), np.full(2, 3e38, np.float32)):
+        norm = ta.norm(big)  # past the dtype's range: inf, as NumPy's (math.ldexp had
+        assert norm == np.inf and norm.dtype == big.real.dtype  # raised OverflowError)
+
+
+def test_norm_of_a_view_copies_at_most_once():
+    """A view that fills its memory is read in place; any other is copied once (np.vdot
+    had flattened both of its operands: twice the view's size)."""
+    tracemalloc = pytest.importorskip("tracemalloc")
+    base = np.arange(2.0**20).reshape(1024, 1024)
+    for view, copies in ((base.T, 0), (base[:, ::2], 1), ((base + 1j).T, 0)):
+        expected = np.sqrt(np.sum(np.abs(view) ** 2))
+        tracemalloc.start()
+        got = ta.norm_host(view)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert got == pytest.approx(expected, rel=1e-12)
+        assert peak < (copies + 0.25) * view.nbytes
     rng = np.random.default_rng(5)
     for dtype in (np.float64, np.float32, np.float16, ta.bfloat16, np.complex128,
                   np.complex64):
