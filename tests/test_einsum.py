@@ -572,3 +572,21 @@ def test_paths_with_steps_of_three_or_more_operands():
         np.testing.assert_allclose(einsum("a,b,ab,bc->c", a, b, c, d, optimize=path), expected)
         plan = ta.einsum_plan("a,b,ab,bc->c", a, b, c, d, optimize=path)
         np.testing.assert_allclose(plan(a, b, c, d), expected)
+
+
+def test_spaces_and_unicode_whitespace_labels():
+    """NumPy skips ' ' and refuses other ASCII whitespace; a non-ASCII character is a
+    label even where str.isspace() says it is a space (opt_einsum.get_symbol(8052) is
+    U+2000: tenalg had skipped it, an error or a silently different sum)."""
+    x, y, v = np.ones((2, 3)), np.ones((3, 4)), np.arange(3.0)
+    for k in (5620, 8052, 12148):
+        s = opt_einsum.get_symbol(k)
+        assert s.isspace()
+        np.testing.assert_array_equal(einsum(f"a{s},{s}b->ab", x, y), x @ y)
+        assert einsum(f"...{s}->...", v) == opt_einsum.contract(f"...{s}->...", v) == 3.0
+    np.testing.assert_array_equal(einsum(" i j , jk -> ik ", x, y), x @ y)
+    for bad in ("i\tj->ij", "i\nj->ij"):
+        with pytest.raises(ta.ExpressionError, match="invalid character"):
+            einsum(bad, x)
+        with pytest.raises(ValueError):
+            np.einsum(bad, x)

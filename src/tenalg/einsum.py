@@ -91,9 +91,10 @@ def _scan_term(expression, start, stop):
     labels, k = [], start
     while k < stop:
         ch = expression[k]
-        if ch.isspace():
+        if ch == " ":  # NumPy skips spaces, not other whitespace
             k += 1
-        elif ch in LABELS or ch > "\x7f":  # beyond NumPy: any non-ASCII letter (opt_einsum's)
+        elif ch in LABELS or ch > "\x7f":  # beyond NumPy: any non-ASCII character, Unicode
+            # spaces included (opt_einsum.get_symbol(8052) is U+2000)
             labels.append(ch)
             k += 1
         elif ch == ".":
