@@ -289,8 +289,11 @@ class Pairwise:
         self.b = _Side(b, op.compute, batch, self.groups["summed in B"], extents)
         self.batch_size, self.m, self.n, self.k = (
             math.prod(extents[m] for m in g) for g in (batch, free_a, free_b, inner))
-        # Batched dots and Hadamard products make 1x1 GEMMs: a direct kernel serves them.
-        self.direct = self.m == 1 and self.n == 1 and self.batch_size > 1
+        # Batched dots and Hadamard products make 1x1 GEMMs: a direct kernel serves them,
+        # and one dot that GEMM could not read in place (a strided or broadcast vector:
+        # copying both sides of a 512 MB one took 4-6 s and 1 GB, NumPy's loop 0.1 s)
+        self.direct = self.m == 1 and self.n == 1 and (
+            self.batch_size > 1 or not self._dot_in_place(sa, sb, inner))
         # a stack with the work to share among threads goes to blas.matmul, others to
         # np.matmul bare (the check per call cost an 8 x 8 einsum a tenth of its 3 us)
         self.split = blas.splits(self.batch_size, self.m, self.n, self.k)
@@ -299,6 +302,11 @@ class Pairwise:
         self._epilogues = {}
 
     # -- analysis -----------------------------------------------------------------------
+    def _dot_in_place(self, sa, sb, inner):
+        """Whether a single dot's two sides are vectors that BLAS reads as they are."""
+        return any(not (self.a.reason((), ks) or self.b.reason(ks, ()))
+                   for ks in {natural_order(sa, inner), natural_order(sb, inner)})
+
     def _out_matrix(self, rows, cols):
         """The output's fused (rows, cols) axes if GEMM may write there directly."""
         op = self.op
@@ -427,7 +435,9 @@ class Pairwise:
             if x.dtype != self.op.compute or side.unary is not Unary.IDENTITY:
                 x = load(x, side.unary, self.op.compute)
             args += [x, [labels[m] for m in side.strides]]
-        return np.einsum(*args, [labels[m] for m in self.buffer_modes], optimize=False)
+        # (a 0-d result: np.einsum returns a NumPy scalar, the epilogue writes an array)
+        return np.asarray(np.einsum(*args, [labels[m] for m in self.buffer_modes],
+                                    optimize=False))
 
     def _epilogue(self, out, t, c, alpha, beta):
         """out = alpha * t + beta * op(C) in one pass (permuting, broadcasting, casting).
@@ -470,8 +480,12 @@ class Pairwise:
                          f"batch={self.batch_size} (np.matmul, {self.op.compute}"
                          + (", the stack split among threads)" if self.split else ")")
                          + (", conjugated result" if self.conj_result else ""))
-        copies = [f"{name} ({side.copy}, {_method(side)})"
-                  for name, side in (("A", self.a), ("B", self.b)) if side.copy is not None]
+        if self.direct:  # the sides read in place, converted where they must be
+            copies = [f"{name} ({side.forced}, NumPy)" for name, side in (("A", self.a),
+                      ("B", self.b)) if side.forced and not side.summed]
+        else:
+            copies = [f"{name} ({side.copy}, {_method(side)})"
+                      for name, side in (("A", self.a), ("B", self.b)) if side.copy is not None]
         lines.append("copies: " + (", ".join(copies) if copies else "none"))
         if self.out_matrix:
             lines.append("output: written directly by the GEMM")
