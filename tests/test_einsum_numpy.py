@@ -218,6 +218,18 @@ def test_implicit_output_of_hashable_labels_is_sorted_as_opt_einsum_sorts_it():
         einsum(x, [["a"], "b"])
 
 
+def test_more_hashable_labels_than_a_private_use_area():
+    """Past the 65534 characters of Supplementary Private Use Area-B, labels take
+    opt_einsum's symbols (chr() had raised a raw ValueError at 65535)."""
+    from tenalg.einsum_numpy import _private, sublist_labels
+    terms = sublist_labels([[f"l{i}", f"l{i + 1}"] for i in range(70000)])
+    chars = {c for term in terms for c in term}
+    assert len(chars) == 70001 and not chars & set("abcdefghijklmnopqrstuvwxyz.")
+    assert all(len(term) == 2 for term in terms)
+    with pytest.raises(ta.ExpressionError, match="distinct labels"):
+        _private(2_000_000)
+
+
 def test_zero_d_out_with_optimize_follows_numpy():
     """NumPy's optimized path writes a 0-d result into out without its casting check."""
     a = np.ones(7)

@@ -20,6 +20,7 @@ import contextlib
 import functools
 
 import numpy as np
+import opt_einsum
 
 from .blas import one_blas_thread
 from .dtypes import COMPUTE_TYPES, STORAGE_TYPES
@@ -42,6 +43,8 @@ ORDERS = ("K", "C", "F", "A")
 NUMPY_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 NUMPY_OPTIMIZE = (True, False, None, "greedy", "optimal")  # None: NumPy's path of one step
 _FIRST_FREE = 0x100000  # Supplementary Private Use Area-B: labels for non-int hashables
+_PRIVATE_COUNT = 0xFFFE  # its size (U+10FFFE and U+10FFFF are not characters)
+_MORE_SYMBOLS = 1_000_000  # get_symbol(52 + k) stays below the area for these k
 
 
 def check_order(order):
@@ -145,9 +148,23 @@ def sublist_labels(terms):
             others[item] = None
     with contextlib.suppress(TypeError):  # labels that do not compare keep their order
         others = sorted(others)
-    chars = {item: chr(_FIRST_FREE + j) for j, item in enumerate(others)}
+    chars = {item: _private(j) for j, item in enumerate(others)}
     return ["".join(_label(item, chars, k) for item in sublist)
             for k, sublist in enumerate(terms)]
+
+
+def _private(j):
+    """The character of the ``j``-th hashable label: Supplementary Private Use Area-B,
+    then opt_einsum's symbols past NumPy's letters (below that area for a million more).
+
+    >>> _private(0), _private(65534)
+    ('\\U00100000', 'À')
+    """
+    if j < _PRIVATE_COUNT:
+        return chr(_FIRST_FREE + j)
+    if j >= _PRIVATE_COUNT + _MORE_SYMBOLS:
+        raise ExpressionError(f"more than {_PRIVATE_COUNT + _MORE_SYMBOLS} distinct labels")
+    return opt_einsum.get_symbol(52 + j - _PRIVATE_COUNT)
 
 
 def _label(item, chars, k):
