@@ -236,3 +236,14 @@ def test_diagonal_sums_of_more_modes_than_letters(rank):
     np.testing.assert_array_equal(ta.trace(x, 0, rank - 1), expected)
     np.testing.assert_array_equal(ta.partial_trace(x, [(0, rank - 1)]), expected)
     np.testing.assert_array_equal(ta.einsum("a...a->...", x), expected)
+
+
+@pytest.mark.parametrize("rank", [64, 65, 70])
+def test_plans_of_descriptors_past_numpys_rank(rank):
+    """A descriptor may have more modes than a NumPy array (64): its plans build (a
+    reduction's layout probe had raised NumPy's raw ValueError at 65)."""
+    d = ta.TensorDescriptor((1,) * rank, (1,) * rank, np.float64)
+    modes = list(range(rank))
+    for op in (ta.Operation.permutation(ta.Operand(d, modes), out_modes=modes[::-1]),
+               ta.Operation.reduction(ta.Operand(d, modes), out_modes=[])):
+        assert ta.Plan(op).operation is op

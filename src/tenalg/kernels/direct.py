@@ -126,11 +126,14 @@ def _copy_order(a, axes, out, probe_limit=1 << 16):
                                 probe_limit) else None
 
 
+_NUMPY_MAX_RANK = 64  # no probe array beyond it (a descriptor may describe more modes)
+
+
 def _gives_layout(a, numpy_call, out, probe_limit=1 << 16):
     """Whether ``numpy_call`` on an array of A's layout (``a``, a descriptor) returns an
     array of ``out``'s layout: decided once, on a probe array of at most ``probe_limit``
     elements (False beyond it)."""
-    if not 0 < a.span <= probe_limit:
+    if not 0 < a.span <= probe_limit or len(a.extents) > _NUMPY_MAX_RANK:
         return False
     lo, _ = a.bounds()
     item = a.dtype.itemsize
