@@ -511,6 +511,11 @@ def inner_product(a, b):
     a, b = as_array(a, "a"), as_array(b, "b")
     if a.shape != b.shape:
         raise DescriptorError(f"inner_product of shapes {a.shape} and {b.shape}")
+    if (a.dtype == b.dtype and a.dtype in _BLAS_TYPES and a.strides == b.strides
+            and (a.flags.c_contiguous or a.flags.f_contiguous)):
+        # one BLAS dot on both in memory order (the plan conjugated a copy of complex a:
+        # 4-7x np.vdot's time; 11 us for 32 x 32)
+        return np.asarray(np.vdot(a.ravel(order="K"), b.ravel(order="K")))
     modes = tuple(range(a.ndim))
     return contract(a, modes, b, modes, (), unary_a=Unary.CONJUGATE)
 
@@ -585,6 +590,7 @@ _NO_LOST_SQUARES = 2.0 ** -918
 
 
 _WIDE = (np.dtype(np.float64), np.dtype(np.complex128))
+_BLAS_TYPES = frozenset(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
 
 
 @functools.lru_cache(maxsize=64)

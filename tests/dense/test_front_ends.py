@@ -222,6 +222,13 @@ def test_inner_product_is_conjugate_linear_on_the_left(dtype):
     b = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(dtype)
     np.testing.assert_allclose(ta.inner_product(a, b), np.vdot(a, b), rtol=1e-5)
     assert ta.inner_product_host(a, b) == pytest.approx(complex(np.vdot(a, b)), rel=1e-5)
+    # every layout pair: one BLAS dot where both share a dense layout, else the plan
+    c = np.asfortranarray(b)
+    for x, y in ((a.T, b.T), (a, c), (a[:, ::-1], b[:, ::-1]), (a[:, ::2], b[:, ::2]),
+                 (a.real.astype(dtype), b)):
+        got = ta.inner_product(x, y)
+        assert got.dtype == np.result_type(x, y) and got.shape == ()
+        np.testing.assert_allclose(got, np.vdot(x, y), rtol=1e-5)
 
 
 def test_explain_shows_layout_and_kernel():
