@@ -590,3 +590,28 @@ def test_spaces_and_unicode_whitespace_labels():
             einsum(bad, x)
         with pytest.raises(ValueError):
             np.einsum(bad, x)
+
+
+def test_the_plan_caches_hold_a_sweep_over_hundreds_of_layouts(monkeypatch):
+    """A loop over 600 layouts (a sweep over many bond shapes) plans each once: the
+    einsum cache held 256 plans and the front ends' 512 layouts, so such a loop planned
+    on every call (40-150x NumPy's time)."""
+    import sys
+
+    module, calls = sys.modules["tenalg.einsum"], sys.modules["tenalg.calls"]
+    pairs = [(np.ones((2 + k % 30, 2 + k // 30)), np.ones((2 + k // 30, 3))) for k in range(600)]
+    plans, front = [], []
+    module.PLANS.clear()  # (the front ends' cache is emptied when full: others' entries
+    calls.CALLS.clear()   # could empty it midway)
+    for x, y in pairs:
+        einsum("ij,jk->ik", x, y)
+        ta.sum(x, axis=0)
+    made = module.EinsumPlan
+    monkeypatch.setattr(module, "EinsumPlan", lambda *a, **k: plans.append(1) or made(*a, **k))
+    planned = calls._plan_for_layouts
+    monkeypatch.setattr(calls, "_plan_for_layouts",
+                        lambda *a, **k: front.append(1) or planned(*a, **k))
+    for x, y in pairs:
+        np.testing.assert_array_equal(einsum("ij,jk->ik", x, y), x @ y)
+        np.testing.assert_array_equal(ta.sum(x, axis=0), x.sum(axis=0))
+    assert plans == [] and front == []

@@ -81,7 +81,7 @@ def _descriptor(layout, what):
 # the plan would check (an 8 x 8 ta.sum 1.65 -> 1.35 us, np.sum 1.66).  A plain dict (a
 # hit is one lookup, no lock), emptied when full
 CALLS = {}
-MAX_CALLS = 1024
+MAX_CALLS = 4096  # two keys a layout, about 7 KB (with its plan): 2048 layouts
 on_change(CALLS.clear)  # a plan keeps the backend chosen when it was made
 
 
@@ -243,7 +243,7 @@ def is_one(value):
     return (type(value) is int or type(value) is float) and value == 1
 
 
-@cached_plans(1024)
+@cached_plans(2048)
 def _plan_for_layouts(kind, operands, addend, out, out_modes, options):
     """Build (once per layout) the plan of a front-end call; arguments are hashable keys."""
     inputs = [

@@ -618,7 +618,9 @@ def _given(optimize, order, casting):
             "casting": None if casting == "safe" else casting}
 
 
-PLANS = PlanCache()
+# 2048 layouts, about 10 KB each: a sweep over 300 to 1200 bond shapes thrashed 256
+# (every call a new plan, 40x np.einsum's time)
+PLANS = PlanCache(maxsize=2048)
 seam.on_change(PLANS.clear)  # a plan keeps the backends chosen when it was made
 
 
