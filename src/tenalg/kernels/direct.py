@@ -278,20 +278,32 @@ def _full_diagonal_sum(op, allocate):
     return _runner(call, f"numpy.add.reduce of A's diagonal (axes {pairs})")
 
 
+def _broadcastable(x, shape):
+    """``x`` (in out's mode order) with axes of extent 1 for the modes it lacks."""
+    return x if shape is None else x.reshape(shape)
+
+
 def _elementwise(op, allocate):
     """One ufunc (two for a trinary) on the operands in out's mode order; scalars other
     than 1 multiply their operand first, in the compute type, as the reference does."""
-    if any(set(x.modes) != set(op.out_modes) for x in op.inputs):
-        return None  # an operand broadcast along a mode it lacks
-    orders = [_axes(x, op.out_modes) for x in op.inputs]
+    if any(set(x.modes) != set(op.out_modes) and len(set(x.modes)) < len(x.modes)
+           for x in op.inputs):
+        return None  # a diagonal broadcast along a mode it lacks
+    # an operand lacking some of out's modes gets axes of extent 1 there (NumPy then
+    # broadcasts it: a (32, 32) times a row had run on the reference, 25x NumPy's time)
+    shapes = [None if set(x.modes) == set(op.out_modes) else tuple(
+        x.descriptor.extents[x.modes.index(m)] if m in x.modes else 1 for m in op.out_modes)
+        for x in op.inputs]
+    orders = [_axes(x, [m for m in op.out_modes if m in x.modes]) for x in op.inputs]
     orders = [None if axes == tuple(range(len(axes))) else axes for axes in orders]
     ufuncs = [_UFUNCS[op.op_ab]] + ([_UFUNCS[op.op_abc]] if len(orders) == 3 else [])
     compute = op.compute
-    in_order = not any(orders)  # operands already in out's order: no views to make
+    in_order = not any(orders) and not any(shapes)  # no views to make
 
     def call(arrays, out=None, scalars=None):
-        terms = arrays if in_order else [x if axes is None else x.transpose(axes)
-                                         for x, axes in zip(arrays, orders, strict=True)]
+        terms = arrays if in_order else [
+            _broadcastable(x if axes is None else x.transpose(axes), shape)
+            for x, axes, shape in zip(arrays, orders, shapes, strict=True)]
         if scalars is not None:
             terms = [x if s == 1 else np.multiply(x, np.asarray(s, compute))
                      for x, s in zip(terms, scalars, strict=True)]
