@@ -192,8 +192,14 @@ def _sum_plan(arrays, out, axis, compute_dtype, result):
     check_cast(result, out)
     modes = tuple(range(a.ndim))
     kept = tuple(m for m in modes if m not in axes)
-    return _reduction_plan(a, modes, kept, out, compute_dtype,
-                           None if result == a.dtype else result), None
+    # summed axes that run backwards are read forwards, in memory order (a reversed
+    # 3162^2 float32 sum took the strided path: 5x NumPy's time)
+    flips = tuple(slice(None, None, -1) if k in axes and step < 0 else slice(None)
+                  for k, step in enumerate(a.strides))
+    select = flips if any(s.step for s in flips) else None
+    view = a if select is None else a[select]
+    return _reduction_plan(view, modes, kept, out, compute_dtype,
+                           None if result == a.dtype else result), select
 
 
 # NumPy sums these well and, up to FIRST_SIZE elements, in about the time a first call's

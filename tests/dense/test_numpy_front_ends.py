@@ -344,3 +344,22 @@ def test_permute_of_real_data_times_a_complex_alpha_is_complex(dtype):
     np.testing.assert_array_equal(got, expected)
     with pytest.raises(OutputTypeError):
         ta.permute(a, (1, 0), alpha=1j, out=np.zeros((3, 2)))
+
+
+def test_a_sum_reads_reversed_summed_axes_forwards():
+    """Summed axes with negative strides are planned on the flipped view (in memory
+    order: the strided path had taken 5x NumPy's time); kept axes stay as they are."""
+    from tenalg.api import _sum_plan
+
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((40, 30, 20))
+    for view in (a[::-1], a[::-1, ::-2, ::-1], a[:, ::-1].transpose(2, 0, 1)):
+        for axis in (None, 0, 1, (0, 2), -1):
+            got = ta.sum(view, axis=axis)
+            np.testing.assert_allclose(got, np.sum(view, axis=axis), rtol=1e-12, atol=1e-12)
+            plan, select = _sum_plan((view,), None, axis, None, view.dtype)
+            summed = range(view.ndim) if axis is None else np.atleast_1d(axis) % view.ndim
+            strides = plan.operation.inputs[0].descriptor.strides
+            assert all(strides[k] > 0 for k in summed)
+            assert select is None or all(view.strides[k] < 0 for k, s in enumerate(select)
+                                         if s.step)
