@@ -53,22 +53,25 @@ __all__ = [
 
 
 def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, out=None,
-           compute_dtype=None):
-    """``alpha * op`` over the modes of ``a`` absent from ``modes_out``, plus ``beta * c``.
+           unary_a=Unary.IDENTITY, compute_dtype=None):
+    """``alpha * op`` over the modes of ``unary_a(a)`` absent from ``modes_out``, plus
+    ``beta * c``.
 
     Repeated modes in ``modes_in`` read a diagonal.
 
     >>> reduce(np.arange(6.0).reshape(2, 3), "ij", "i", "max").tolist()
     [2.0, 5.0]
+    >>> reduce(np.array([[-3.0, 2.0]]), "ij", "i", "max", unary_a="abs").tolist()
+    [3.0]
     """
     foreign = type(a) is not np.ndarray or c is not None or out is not None
     if foreign and (kind := foreign_kind((a, c, out))):  # Dask arrays, say
         return call_front_end(kind, "reduce", a, modes_in, modes_out, op,
                               alpha=changed(alpha, 1), c=c, beta=changed(beta, 0), out=out,
-                              compute_dtype=compute_dtype)
+                              compute_dtype=compute_dtype, unary_a=_given(unary_a))
     a = as_array(a, "a")
     addend = None if c is None else (as_array(c, "c"), modes_out, Unary.IDENTITY)
-    return run("reduction", [(a, modes_in, Unary.IDENTITY, "A")], modes_out, addend=addend,
+    return run("reduction", [(a, modes_in, unary_a, "A")], modes_out, addend=addend,
                 out=out, options=(("op", op), ("compute", compute_dtype)), alpha=alpha,
                 beta=beta)
 

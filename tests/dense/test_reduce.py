@@ -160,3 +160,19 @@ def test_16_bit_sums_accumulate_in_float32(dtype):
 def test_complex_sums(dtype):
     a = (np.arange(6) + 1j * np.arange(6)).astype(dtype).reshape(2, 3)
     np.testing.assert_allclose(ta.sum(a, axis=0), a.sum(axis=0))
+
+
+@pytest.mark.parametrize("unary", ["abs", "negate", "conjugate", "sqrt"])
+def test_reduce_reads_its_operand_through_a_unary(unary):
+    """ta.reduce takes unary_a, as docs/dense.md says every cuTENSOR-style call does (it
+    had no such keyword)."""
+    rng = np.random.default_rng(4)
+    z = rng.standard_normal((5, 6)) + 1j * rng.standard_normal((5, 6))
+    x = z if unary == "conjugate" else np.abs(z) if unary == "sqrt" else z.real
+    transform = {"abs": np.abs, "negate": np.negative, "conjugate": np.conj,
+                 "sqrt": np.sqrt}[unary]
+    for op, numpy_op in (("sum", np.sum), ("max", np.max)):
+        if op == "max" and x.dtype.kind == "c":
+            continue
+        got = ta.reduce(x, "ij", "j", op, unary_a=unary)
+        np.testing.assert_allclose(got, numpy_op(transform(x), axis=0), rtol=1e-13)

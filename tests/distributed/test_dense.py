@@ -93,6 +93,12 @@ def test_reduce(client, op):
     got = tad.reduce(da.from_array(x, chunks=(3, 1, 4)), "ijk", "ki", op).compute()
     want = {"sum": np.sum, "product": np.prod, "min": np.min, "max": np.max}[op](x, axis=1).T
     _close(got, np.ascontiguousarray(want))
+    if op == "sum":  # ta.reduce's unary_a reaches the Dask front end
+        z = x + 1j * x[::-1]
+        got = ta.reduce(da.from_array(z, chunks=(3, 1, 4)), "ijk", "ki", unary_a="conjugate")
+        _close(got.compute(), np.ascontiguousarray(z.conj().sum(axis=1).T))
+        with pytest.raises(ta.OperationError, match="conjugated"):
+            tad.reduce(da.from_array(z), "ijk", "ki", unary_a="abs")
 
 
 @pytest.mark.parametrize("axis", [None, 0, (0, 2), -1])

@@ -237,9 +237,10 @@ def _reduce_block(modes_in, modes_out, op, block):
     return np.asarray(api.reduce(block, modes_in, modes_out, op=op))
 
 
-def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, memory_limit=None,
-           split_every=4):
-    """D = alpha * reduce(A) + beta * C, ``op`` one of sum, product, min, max.
+def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, unary_a=None,
+           memory_limit=None, split_every=4):
+    """D = alpha * reduce(unary_a(A)) + beta * C, ``op`` one of sum, product, min, max
+    (``unary_a`` None, "identity" or "conjugate").
 
     >>> import dask.array as da
     >>> reduce(da.arange(6.0, chunks=4).reshape(2, 3), "ij", "i", "max").compute().tolist()
@@ -248,7 +249,7 @@ def reduce(a, modes_in, modes_out, op="sum", *, alpha=1, c=None, beta=0, memory_
     if str(op).lower() not in COMBINE:
         raise OperationError(f"reduce: op {op!r} is not one of {sorted(COMBINE)}")
     op = str(op).lower()
-    a = _dask(a)
+    a = read(_dask(a), unary_a, "input A")
     modes_in, modes_out = list(modes_in), list(modes_out)
     kernel = functools.partial(_reduce_block, modes_in, modes_out, op)
     dtype = kernel(np.zeros((1,) * a.ndim, a.dtype)).dtype
