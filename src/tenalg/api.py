@@ -378,7 +378,8 @@ def permute(a, axes=None, *, alpha=None, out=None):
     if a.dtype in KERNEL_TYPES and (out is None or kernel_array(out)) and not complex_scale:
         key = ("permute", axes) if plain_ints(axes) else None
         return call((a,), out, key, _permute_plan, axes,
-                     scalars=None if alpha is None else {"alpha": alpha}, numpy_out=True)
+                     scalars=None if alpha is None else {"alpha": alpha}, numpy_out=True,
+                     first=_permute_first if alpha is None else None)
     out = output_array(out)
     moved = a.transpose(permutation(axes, a.ndim))
     if alpha is not None:
@@ -396,6 +397,16 @@ def permutation(axes, ndim):
     if sorted(normalize_axis(ax, ndim) for ax in axes) != list(range(ndim)):
         raise DescriptorError(f"axes {axes} are not a permutation of range({ndim})")
     return tuple(normalize_axis(ax, ndim) for ax in axes)
+
+
+def _permute_first(arrays, axes):
+    """NumPy's transposed copy, a first call's (:func:`_numpy_first`; else None): the
+    same values as the plan's (a copy), while the plan, 0.3-0.8 ms of Python for a new
+    layout, is built on the compiling thread."""
+    a = arrays[0]
+    if not _numpy_first(a):
+        return None
+    return np.array(a.transpose(permutation(axes, a.ndim)), order="C")
 
 
 def _permute_plan(arrays, out, axes):

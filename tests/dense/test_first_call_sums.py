@@ -1,5 +1,5 @@
-"""A sum's or trace's first call on a new layout is NumPy's answer, its plan built off
-the thread (``calls.call``'s ``first``, :func:`tenalg.kernels.compiler.later`); later
+"""A sum's, trace's or permute's first call on a new layout is NumPy's answer, its plan
+built off the thread (``calls.call``'s ``first``, :func:`tenalg.kernels.compiler.later`); later
 calls run the plan.  Both give the same values, shape, dtype and layout."""
 
 import numpy as np
@@ -118,6 +118,27 @@ def test_first_trace_is_numpy_and_the_plan_agrees(case):
         key = (("trace", pairs), x.shape, x.strides, x.dtype, None)
         first, planned = _first_then_planned(lambda: ta.trace(x, *pairs[0]), key)
         _agree(first, planned, expected, scale, x.dtype, x)
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=sums(), data=st.data())
+def test_first_permute_is_numpys_copy_and_the_plan_agrees(case, data):
+    x = case[0]
+    axes = tuple(data.draw(st.permutations(range(x.ndim))))
+    key = (("permute", axes), x.shape, x.strides, x.dtype, None)
+    first, planned = _first_then_planned(lambda: ta.permute(x, axes), key)
+    _agree(first, planned, np.transpose(x, axes), 1, x.dtype, x)
+    np.testing.assert_array_equal(first, planned)  # a copy: exactly the same values
+    assert first.flags.c_contiguous and planned.flags.c_contiguous
+
+
+def test_a_first_permute_with_alpha_or_bad_axes_plans_at_once(background):
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(ta.permute(x, (1, 0), alpha=2), 2 * x.T)
+    assert (("permute", (1, 0)), x.shape, x.strides, x.dtype, None) in calls.CALLS
+    with pytest.raises(ta.DescriptorError):
+        ta.permute(np.ones((2, 3, 4)), (0, 0, 1))
+    assert compiler.pending() == 0
 
 
 @pytest.mark.parametrize("x", [
