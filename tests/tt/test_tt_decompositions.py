@@ -168,6 +168,9 @@ def test_cross_clips_ranks_and_warm_starts():
     again, info2 = tt.cross(x.evaluate, x.dims, index_sets=info.index_sets)
     assert info2.converged and info2.nsweeps == 1 and again.ranks == x.ranks
     assert tt.norm(again - x) <= 1e-10 * tt.norm(x)
+    # printed, the index sets are their sizes, not hundreds of lines of indices
+    assert repr(info2) == (f"CrossInfo(converged=True, nsweeps=1, nevals={info2.nevals}, "
+                           "index_sets=<4 sets of 2, 2, 2, 2 rows>)")
 
 
 def test_cross_bad_input():

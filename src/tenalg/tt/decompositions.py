@@ -143,12 +143,23 @@ def maxvol(a, tau=1.05, max_iters=200):
 @dataclass(frozen=True)
 class CrossInfo:
     """What TT-cross did: whether a sweep changed no pivots, sweeps run, function values
-    requested, and the right index sets (pass them as ``index_sets`` to warm-start)."""
+    requested, and the right index sets (pass them as ``index_sets`` to warm-start).
+    Printed, the index sets show as their sizes (they are thousands of numbers).
+
+    >>> CrossInfo(True, 2, 96, (np.zeros((1, 0)), np.zeros((3, 2)), np.zeros((1, 0))))
+    CrossInfo(converged=True, nsweeps=2, nevals=96, index_sets=<3 sets of 1, 3, 1 rows>)
+    """
 
     converged: bool
     nsweeps: int
     nevals: int
     index_sets: tuple
+
+    def __repr__(self):
+        sizes = ", ".join(str(len(x)) for x in self.index_sets)
+        return (f"CrossInfo(converged={self.converged}, nsweeps={self.nsweeps}, "
+                f"nevals={self.nevals}, index_sets=<{len(self.index_sets)} sets of {sizes} "
+                "rows>)")
 
 
 def _clip_ranks(dims, ranks):
