@@ -168,6 +168,23 @@ def test_a_dot_of_strided_or_broadcast_vectors_reads_them_in_place():
     assert "GEMM m=1 n=1" in text and "copies: none" in text
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_outer_products_are_broadcast_products(dtype):
+    """No contracted mode (k = 1): NumPy's broadcast product, not a GEMM with k = 1 (a
+    third of the speed); exactly NumPy's values, conjugates, scalars and batches too."""
+    rng = np.random.default_rng(6)
+    a, b = (rng.standard_normal(s).astype(dtype) for s in ((5, 3, 4), (5, 6)))
+    for ma, mb, out in (("bij", "bk", "bijk"), ("bij", "bk", "kbji"), ("bij", "bk", "ibkj")):
+        op = ta.Operation.contraction(ta.Operand(a, ma, "conjugate"), ta.Operand(b, mb),
+                                      out_modes=out)
+        plan = ta.Plan(op)
+        assert "kernel: outer product" in plan.explain()
+        expected = np.einsum(f"{ma},{mb}->{out}", a.conj(), b)
+        np.testing.assert_array_equal(plan.execute(a, b), expected)
+        np.testing.assert_allclose(plan.execute(a, b, alpha=2), 2 * expected, rtol=1e-6)
+    np.testing.assert_array_equal(ta.einsum("i,j->ij", a[0, 0], b[0]), np.outer(a[0, 0], b[0]))
+
+
 @pytest.mark.parametrize("dtype", [np.float16, ta.bfloat16])
 def test_half_precision_runs_through_float32(dtype):
     rng = np.random.default_rng(1)
