@@ -197,9 +197,7 @@ def _sum_plan(arrays, out, axis, compute_dtype, result):
     kept = tuple(m for m in modes if m not in axes)
     # summed axes that run backwards are read forwards, in memory order (a reversed
     # 3162^2 float32 sum took the strided path: 5x NumPy's time)
-    flips = tuple(slice(None, None, -1) if k in axes and step < 0 else slice(None)
-                  for k, step in enumerate(a.strides))
-    select = flips if any(s.step for s in flips) else None
+    select = _forwards(a, axes)
     view = a if select is None else a[select]
     return _reduction_plan(view, modes, kept, out, compute_dtype,
                            None if result == a.dtype else result), select
@@ -619,13 +617,24 @@ def _norm_type(dtype):
     return real_type(storage_type(dtype, "a"))
 
 
+def _forwards(a, axes):
+    """The index that reads those of ``a``'s ``axes`` whose strides are negative
+    forwards (None where none is): a sum or norm over them reads memory in order.
+
+    >>> _forwards(np.zeros((2, 3))[::-1, ::-1], (1,))
+    (slice(None, None, None), slice(None, None, -1))
+    """
+    flips = tuple(slice(None, None, -1) if k in axes and step < 0 else slice(None)
+                  for k, step in enumerate(a.strides))
+    return flips if any(s.step for s in flips) else None
+
+
 def _real_memory(a):
     """``a``'s entries in memory order as a real 1-D array (complex ones as pairs of real
     and imaginary parts): a view where ``a`` fills its memory, one copy otherwise (a
     complex64 or strided float32 norm went through a float64 copy: 60x NumPy's time)."""
-    if any(step < 0 for step in a.strides):  # reversed axes: the same memory
-        a = a[tuple(slice(None, None, -1 if step < 0 else 1) for step in a.strides)]
-    flat = a.ravel(order="K")
+    flip = _forwards(a, range(a.ndim))  # reversed axes: the same memory
+    flat = (a if flip is None else a[flip]).ravel(order="K")
     return flat.view(real_type(a.dtype)) if a.dtype.kind == "c" else flat
 
 

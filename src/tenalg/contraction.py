@@ -297,9 +297,10 @@ class Pairwise:
         # a stack with the work to share among threads goes to blas.matmul, others to
         # np.matmul bare (the check per call cost an 8 x 8 einsum a tenth of its 3 us)
         self.split = blas.splits(self.batch_size, self.m, self.n, self.k)
-        self.matmul = blas.matmul if self.split else np.matmul
-        if self.k == 1:  # an outer product: GEMM with k = 1 ran at a third of NumPy's
-            self.matmul = np.multiply  # broadcast product, the same values (one term each)
+        # an outer product (k = 1) is NumPy's broadcast product, the same values (one term
+        # each): GEMM with k = 1 ran at a third of its speed
+        self.product = np.multiply if self.k == 1 else np.matmul
+        self.matmul = blas.matmul if self.split and self.k > 1 else self.product
         self._choose(sa, sb, sd, free_a, free_b, inner)
         self._epilogues = {}
 
@@ -414,7 +415,7 @@ class Pairwise:
             if alpha != 1 and not self.alpha_folded:
                 np.multiply(d, alpha, out=d)
             return
-        t = np.multiply(a, b) if self.k == 1 else np.matmul(a, b)
+        t = self.product(a, b)
         if self.conj_result:
             np.conjugate(t, out=t)
         if (c is out and beta == 1 and (alpha == 1 or self.alpha_folded)
