@@ -182,7 +182,12 @@ def _sweep(summands, coefficients, eps, max_rank, u_data):
         if c == 0:
             net = frobenius(s)
             lognorm, zero = log_sigma + safe_log(net), net == 0
-            floor = np.maximum(tol, NOISE * u_data * cancellation_ratio(np.ones(g), net))
+            # the terms' gross magnitude, sum_i ||L_i|| ||R_i|| over the columns (the Grams'
+            # diagonals), as batched.terms_norm; ||L|| ||R|| = 1 would count unlike scales
+            # of the summands as cancellation
+            gross = np.sqrt(np.abs(np.diagonal(gl, axis1=1, axis2=2) / sl.reshape(-1, 1)
+                                   * np.diagonal(grams[c], axis1=1, axis2=2))).sum(axis=1)
+            floor = np.maximum(tol, NOISE * u_data * cancellation_ratio(gross, net))
         to_rel = np.exp(log_sigma - lognorm)
         kept, tail, certain = certified_ranks(s * to_rel[:, None], floor, shift * to_rel**2,
                                               max_rank)

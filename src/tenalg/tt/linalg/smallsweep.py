@@ -151,8 +151,9 @@ def _sweep(flat, dims, ranks, tol, cap, noise, out, new_ranks):
         lf, scale = _normalized(np.ascontiguousarray(r.T))
         log += scale
         left = mats[k - 1].reshape(-1, lf.shape[0])
-        if k == 1:
-            gross = _frobenius(left) * _frobenius(lf)
+        if k == 1:  # batched.terms_norm
+            for i in range(lf.shape[0]):
+                gross += _frobenius(np.ascontiguousarray(left[:, i])) * _frobenius(lf[i])
         mats[k - 1] = (left @ lf).reshape(mats[k - 1].shape[0], -1)
     net = _frobenius(mats[0])
     ratio = gross / net if net > 0 else (1.0 if gross > 0 else 0.0)

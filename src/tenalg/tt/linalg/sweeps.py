@@ -33,7 +33,15 @@ from ...linalg import householder
 from ...linalg.lapackcalls import unit_roundoff
 from ...linalg.truncation import lq, truncated_svd
 from ...linalg.workspace import FRESH
-from .batched import frobenius, normalize, reverse, spread, sum_cores, times_lower
+from .batched import (
+    frobenius,
+    normalize,
+    reverse,
+    spread,
+    sum_cores,
+    terms_norm,
+    times_lower,
+)
 from .dense import (
     bond_tolerance,
     einsum,
@@ -86,7 +94,7 @@ def orthogonalize_rl(cores, work=FRESH):
         cores[c] = b.reshape(g, b.shape[1], n, r)
         lf, logs = normalize(lf, logs)
         if c == 1:
-            gross = frobenius(cores[0]) * frobenius(lf)
+            gross = terms_norm(cores[0].reshape(g, -1, lf.shape[1]), lf)
         cores[c - 1] = times_lower(cores[c - 1], lf, work, ("rl", c - 1))
     gross = cancellation_ratio(gross, frobenius(cores[0]))
     cores[0], logs = normalize(cores[0], logs)
@@ -181,8 +189,8 @@ def randomized(summands, coefficients, eps, max_rank, rng):
         m = [einsum("gml,gmr->glr", q.conj(), zj.reshape(g, k * n, -1)) for zj in z]
         z = [einsum("glr,grnb->glnb", mj, s_[c + 1]) for mj, s_ in zip(m, summands, strict=True)]
         if c == d - 2:
-            gross = sum(frobenius(mj) * frobenius(s_[d - 1]) for mj, s_ in zip(m, summands,
-                                                                             strict=True))
+            gross = sum(terms_norm(mj, s_[d - 1].reshape(g, mj.shape[2], -1))
+                        for mj, s_ in zip(m, summands, strict=True))
             z = [sum(z)]
             gross = cancellation_ratio(gross, frobenius(z[0]))
         z, logs = normalize_joint(z, logs)
