@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tt_helpers import DTYPES, STORAGES, long_train, rand, rel, tol
+from tt_helpers import DTYPES, STORAGES, batched_sweep, long_train, rand, rel, tol
 
 from tenalg import tt
 from tenalg.errors import OperationError
@@ -72,12 +72,13 @@ def test_gram_two_sided_compresses_x_plus_x_at_tight_eps(dtype):
     single = tol(dtype) > 1e-8
     for seed in range(8):
         x = rand((4, 5, 6, 5, 4), 4, dtype, seed=seed)
-        info = tt.round_(x + x, eps, method="gram")
-        assert info.method == ("gram" if single else "svd") and info.ranks_after == x.ranks
-        info = tt.round_(x + x, max(eps, 1e-4), method="gram")
-        assert info.method == "gram" and info.ranks_after == x.ranks
-        below = tt.round_(x + x, 0.5 * tt.gram_floor(dtype), method="gram")
-        assert below.method == "svd" and below.ranks_after == x.ranks
+        with batched_sweep():  # else a train this small takes the compiled SVD sweep
+            info = tt.round_(x + x, eps, method="gram")
+            assert info.method == ("gram" if single else "svd") and info.ranks_after == x.ranks
+            info = tt.round_(x + x, max(eps, 1e-4), method="gram")
+            assert info.method == "gram" and info.ranks_after == x.ranks
+            below = tt.round_(x + x, 0.5 * tt.gram_floor(dtype), method="gram")
+            assert below.method == "svd" and below.ranks_after == x.ranks
 
 
 def test_complex_rounding_conjugates():
@@ -178,7 +179,26 @@ def test_round_info_versions_and_copies():
     assert info.method == "svd" and info.discarded < 1e-8
     np.testing.assert_allclose(info.norm, np.linalg.norm(dense), rtol=1e-12)
     assert tt.round_(y, 1e-12, method="gram").method == "svd"
-    assert tt.round_(y, 1e-6, method="gram").method == "gram"
+    with batched_sweep():
+        assert tt.round_(y, 1e-6, method="gram").method == "gram"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gram_rounds_a_small_real_train_by_the_compiled_sweep(dtype):
+    """What Gram rounding saves is GEMM work: one small real train takes the compiled SVD
+    sweep for "gram" too (the same cores as "svd"), and says so; a complex one, the Gram
+    sweep."""
+    x = rand((4, 5, 6, 5, 4), 3, dtype, seed=3)
+    y = x + 2 * x + rand((4, 5, 6, 5, 4), 1, dtype, seed=4)
+    z = y.copy()
+    info = tt.round_(y, 1e-3, method="gram")
+    assert info.method == "svd" and tt.round_(z, 1e-3).ranks_after == info.ranks_after
+    for a, b in zip(y.cores, z.cores, strict=True):
+        np.testing.assert_array_equal(a.array(), b.array())
+    summed = tt.round_sum([x, 2 * x], eps=1e-3, method="gram")
+    assert summed.ranks == tt.round(3 * x, 1e-3).ranks == x.ranks
+    c = rand((4, 5, 6, 5, 4), 3, np.complex128, seed=3)
+    assert tt.round_(c + 2 * c, 1e-3, method="gram").method == "gram"
 
 
 def test_bad_options_and_open_trains():

@@ -34,22 +34,23 @@ from .batched import block_sum, split
 from .dense import bond_tolerance, norm_from_log
 from .sweeps import NOISE, Rounded, first_cores
 
-# per dtype: the largest work l n r min(l, r) of a core, and of all cores together, that
-# this path takes. One train, a random sum of two of rank r capped at r, eps 1e-8 (float64)
-# or 1e-4 (float32), against the batched sweep: float64 (10, 32, 6) 0.65 ms against 0.86,
-# (10, 8, 12) 1.12 against 1.21, but (10, 16, 10) 1.41 against 1.21 and (6, 16, 12) 0.98
-# against 0.91; float32 (10, 16, 12) 1.35 against 1.62, but (20, 16, 12) 3.28 against 3.15
-LIMITS = {np.dtype(np.float64): (1 << 17, 1_000_000), np.dtype(np.float32): (1 << 19, 3_600_000)}
+# per dtype: the largest work l n r min(l, r) of a core that this path takes (however many
+# cores: the batched sweep's fixed cost per bond is the same on every core). One train, a
+# random sum of two of rank r capped at r, eps 1e-8 (float64) or 1e-4 (float32), against
+# the batched sweep: float64 (10, 16, 10) 1.84 ms against 2.35, (100, 3, 8) 6.5 against
+# 17.0, (60, 8, 10) 8.0 against 12.8; float32 (40, 4, 20) 11.9 against 20.2, (60, 8, 10)
+# 6.3 against 14.2; but float64 (30, 8, 16), work 2^18, 17.1 against 14.4
+LIMITS = {np.dtype(np.float64): 1 << 17, np.dtype(np.float32): 1 << 19}
 
 
 def small(dtype, dims, ranks):
     """Whether a real train of ``dtype`` with these dims (d,) and ranks (d + 1,) is small
     enough for this path (:data:`LIMITS`)."""
-    limits = LIMITS.get(np.dtype(dtype))
-    if limits is None or len(dims) < 2:
+    limit = LIMITS.get(np.dtype(dtype))
+    if limit is None or len(dims) < 2:
         return False
-    work = [l * n * r * min(l, r) for l, n, r in zip(ranks[:-1], dims, ranks[1:], strict=True)]
-    return max(work) <= limits[0] and sum(work) <= limits[1]
+    return all(l * n * r * min(l, r) <= limit
+               for l, n, r in zip(ranks[:-1], dims, ranks[1:], strict=True))
 
 
 def svd(summands, coefficients, eps, max_rank):
