@@ -82,20 +82,22 @@ def workloads(dtypes=None):
 
             steps.append((f"{name}, {dtype.name}", run))
         if dtype.kind in "fc" and dtype not in _COMPUTE and dtype.itemsize >= 4:
-            steps.append((f"tensor-train rounding, {dtype.name}",
-                          lambda dtype=dtype: _tt_roundings(dtype)))
+            steps.append((f"tensor trains, {dtype.name}",
+                          lambda dtype=dtype: _tt_operations(dtype)))
     return steps
 
 
-def _tt_roundings(dtype):
+def _tt_operations(dtype):
     """One rounding of each method of a small train (the compiled sweep of
     :mod:`tenalg.tt.linalg.smallsweep` for real ones) and of a pack of two (the batched
-    sweeps and their factorisations)."""
+    sweeps and their factorisations); a small train's dot, norm and sum (the compiled
+    chains of :mod:`tenalg.tt.linalg.smallchain`)."""
     x = tt.random((4,) * 4, 3, rng=0, dtype=dtype)
     pack = tt.TrainPack([x, x])
     for method in tt.METHODS:
         tt.round(x + x, 1e-6, method=method)
         tt.add(pack, pack).round_(1e-6, method=method)
+    tt.dot(x, x), tt.norm(x), tt.sum(x)
 
 
 def compile_all(dtypes=None, report=None, processes=1):

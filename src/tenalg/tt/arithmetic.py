@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import OperationError
 from ..inputs import host_array
-from .linalg import batched
+from .linalg import batched, smallchain
 from .linalg.dense import scaled_by_log
 from .pack import TrainPack
 from .train import block_sum, kron_product, require_dot_pair, scaled
@@ -86,6 +86,14 @@ def _stack1(t):
     return [c.array()[None] for c in t.cores]
 
 
+def _contiguous(*trains):
+    """The trains' cores as arrays, where every train stores them contiguously (for the
+    compiled chains of :mod:`~tenalg.tt.linalg.smallchain`), else None."""
+    if any(t.storage != "contiguous" for t in trains):
+        return None
+    return [[c.array() for c in t.cores] for t in trains]
+
+
 def dot(a, b):
     """<a, b> = sum conj(a) * b (a is conjugated, like numpy.vdot); trainwise for packs.
 
@@ -97,7 +105,9 @@ def dot(a, b):
     if isinstance(a, TrainPack):
         return a.dot(b)
     require_dot_pair(a, b)
-    return batched.dot(_stack1(a), _stack1(b))[0]
+    cores = _contiguous(a, b)
+    value = None if cores is None else smallchain.dot(*cores)
+    return batched.dot(_stack1(a), _stack1(b))[0] if value is None else value
 
 
 def norm(a):
@@ -106,7 +116,9 @@ def norm(a):
     if isinstance(a, TrainPack):
         return a.norm()
     a._need_cores("norm")
-    return batched.norm(_stack1(a))[0]
+    cores = _contiguous(a)
+    value = None if cores is None else smallchain.norm(*cores)
+    return batched.norm(_stack1(a))[0] if value is None else value
 
 
 def contract_vectors(a, vectors):
@@ -125,11 +137,16 @@ def contract_vectors(a, vectors):
     a._need_cores("contract_vectors")
     if len(vectors) != a.ncores:
         raise OperationError(f"contract_vectors needs {a.ncores} vectors, got {len(vectors)}")
-    m, log = None, 0.0
+    vectors = [host_array(v, f"vector {k}", "tenalg.tt") for k, v in enumerate(vectors)]
     for k, (core, v) in enumerate(zip(a.cores, vectors, strict=True)):
-        v = host_array(v, f"vector {k}", "tenalg.tt")
         if v.shape != (core.dd,):
             raise OperationError(f"vector {k} has shape {v.shape}, mode {k} has extent {core.dd}")
+    cores = _contiguous(a)
+    m = None if cores is None else smallchain.contract_vectors(cores[0], vectors)
+    if m is not None:
+        return m[0, 0] if a.closed else m
+    log = 0.0
+    for core, v in zip(a.cores, vectors, strict=True):
         step = core.matvec(v)
         m = step if m is None else m @ step
         s = float(np.abs(m).max())
@@ -145,4 +162,10 @@ def sum(a):
     """The sum of all entries of ``a`` (see contract_vectors); trainwise for packs."""
     if isinstance(a, TrainPack):
         return a.map(sum)
+    a._need_cores("sum")
+    cores = _contiguous(a)
+    if cores is not None:  # one array of ones for every mode (np.ones costs 2 us a call)
+        m = smallchain.contract_vectors(cores[0], np.ones(int(math.fsum(a.dims)), a.dtype))
+        if m is not None:
+            return m[0, 0] if a.closed else m
     return contract_vectors(a, [np.ones(c.dd, dtype=a.dtype) for c in a.cores])

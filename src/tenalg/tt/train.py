@@ -344,7 +344,7 @@ def require_dot_pair(a, b):
     for t in (a, b):
         t._need_cores("dot")
     require_same_dims("dot", a, b)
-    if (a.ranks[0], a.ranks[-1]) != (b.ranks[0], b.ranks[-1]):
+    if (a.cores[0].lr, a.cores[-1].rr) != (b.cores[0].lr, b.cores[-1].rr):
         raise OperationError(f"dot: outer ranks of {a.ranks} and {b.ranks} differ")
 
 

@@ -101,18 +101,32 @@ def _normalize_kernel(x, logs, out, new):
     """:func:`normalize` of the rows of ``x`` (g, size) into ``out`` and ``new`` (the same
     operations: a NaN row, an infinite or a zero one is scaled by 1)."""
     for t in range(x.shape[0]):
-        m = 0.0
-        for i in range(x.shape[1]):
-            a = abs(x[t, i])
-            if a > m or a != a:  # NaN wins, as in np.max
-                m = a
-        fraction, e = math.frexp(m)
-        e = (e - (fraction == 0.5)) if m > 0 and m < np.inf else 0
-        half = -e // 2  # two factors, as _times_power_of_two
-        first, second = math.ldexp(1.0, half), math.ldexp(1.0, -e - half)
-        for i in range(x.shape[1]):
-            out[t, i] = x[t, i] * first * second
+        e = exponent(x[t])
+        times_power_of_two_row(x[t], -e, out[t])
         new[t] = logs[t] + e * LN2
+
+
+@numba.njit(error_model="numpy", nogil=True)
+def exponent(x):
+    """The e of the power of two 2^e at or just above the largest modulus of the 1-D
+    ``x`` (0 where that is 0, inf or NaN), as :func:`_exponents`."""
+    m = 0.0
+    for i in range(x.shape[0]):
+        a = abs(x[i])
+        if a > m or a != a:  # NaN wins, as in np.max
+            m = a
+    fraction, e = math.frexp(m)
+    return (e - (fraction == 0.5)) if m > 0 and m < np.inf else 0
+
+
+@numba.njit(error_model="numpy", nogil=True)
+def times_power_of_two_row(x, e, out):
+    """``out`` = ``x`` (1-D) times 2^e, exactly (in two factors, as
+    :func:`~tenalg.linalg.scaling.times_power_of_two`)."""
+    half = e // 2
+    first, second = math.ldexp(1.0, half), math.ldexp(1.0, e - half)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * first * second
 
 
 def block_sum(a, b):

@@ -66,7 +66,7 @@ def scaled_by_log(values, logs, out=None):
     logs = np.asarray(logs, dtype=np.float64)
     real = real_type(values.dtype)
     top = float(np.abs(logs).max()) if logs.size else 0.0
-    steps = math.ceil(top / _log_range(real)) if _log_range(real) < top < math.inf else 1
+    steps = math.ceil(top / log_range(real)) if log_range(real) < top < math.inf else 1
     factor = np.exp(logs / steps).astype(real)
     for _ in range(steps - 1):
         values = np.multiply(values, factor)
@@ -74,7 +74,7 @@ def scaled_by_log(values, logs, out=None):
 
 
 @functools.cache
-def _log_range(real):
+def log_range(real):
     """Half the log of the largest finite value of ``real``: a factor of at most its exp
     leaves a product of moduli up to it finite."""
     return 0.5 * math.log(float(np.finfo(real).max))
