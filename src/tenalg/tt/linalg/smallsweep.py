@@ -32,6 +32,7 @@ from ...kernels.jit import CACHE
 from ...linalg.lapackcalls import unit_roundoff
 from .batched import block_sum, split
 from .dense import bond_tolerance, norm_from_log
+from .smallchain import frobenius
 from .sweeps import NOISE, Rounded, first_cores
 
 # per dtype: the largest work l n r min(l, r) of a core that this path takes (however many
@@ -83,20 +84,6 @@ def svd(summands, coefficients, eps, max_rank):
     shapes = [(1, new_ranks[0, k], dims[k], new_ranks[0, k + 1]) for k in range(d)]
     return Rounded(split(out, shapes), new_ranks, norm_from_log([nrm], log),
                    np.array([discarded]))
-
-
-@numba.njit(nogil=True)
-def _frobenius(a):
-    """The Frobenius norm of the real ``a``, scaled by its largest modulus (no under- or
-    overflow of the squares)."""
-    big = np.abs(a).max()
-    if not (big > 0 and big < np.inf):
-        return big
-    total = 0.0
-    for x in a.ravel():
-        y = x / big
-        total += y * y
-    return big * math.sqrt(total)
 
 
 @numba.njit(nogil=True)
@@ -154,13 +141,13 @@ def _sweep(flat, dims, ranks, tol, cap, noise, out, new_ranks):
         left = mats[k - 1].reshape(-1, lf.shape[0])
         if k == 1:  # batched.terms_norm
             for i in range(lf.shape[0]):
-                gross += _frobenius(np.ascontiguousarray(left[:, i])) * _frobenius(lf[i])
+                gross += frobenius(np.ascontiguousarray(left[:, i])) * frobenius(lf[i])
         mats[k - 1] = (left @ lf).reshape(mats[k - 1].shape[0], -1)
-    net = _frobenius(mats[0])
+    net = frobenius(mats[0])
     ratio = gross / net if net > 0 else (1.0 if gross > 0 else 0.0)
     mats[0], scale = _normalized(mats[0])
     log += scale
-    nrm = _frobenius(mats[0])
+    nrm = frobenius(mats[0])
     delta = max(tol, noise * ratio) * nrm
     discarded = 0.0
     for k in range(d - 1):
