@@ -8,6 +8,7 @@ from tt_helpers import DTYPES, STORAGES, delta, long_train, rand, rel, tol
 
 from tenalg import tt
 from tenalg.errors import OperationError
+from tenalg.tt.train import block_sum
 
 DIMS = (3, 2, 4, 3)
 
@@ -191,3 +192,22 @@ def test_division_subtraction_and_one_core_trains_as_numpy():
     full = one.to_dense()
     full[0] = 7.0  # a new, writeable array
     assert one.to_dense()[0] != 7.0
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+@pytest.mark.parametrize("d", [1, 2, 5])
+def test_sums_of_several_trains_and_products_of_mixed_dtypes(storage, d):
+    """Contiguous trains' sums and products are built from their arrays directly; fiber
+    ones core by core: the same tensors, in the promoted dtype."""
+    dims = (2, 3, 1, 4, 2)[:d]
+    a = rand(dims, 2, np.float32, storage, seed=1)
+    b = rand(dims, 3, np.float64, storage, seed=2)
+    c = rand(dims, 1, np.complex64, storage, seed=3)
+    want = [t.astype(np.complex128).to_dense() for t in (a, b, c)]
+    total = block_sum(a, b, c)
+    assert total.dtype == np.complex128 and total.storage == storage
+    assert total.ranks == (1, *[6] * (d - 1), 1)
+    np.testing.assert_allclose(total.to_dense(), sum(want), rtol=1e-6, atol=1e-6)
+    product = tt.hadamard(a, b)
+    assert product.dtype == np.float64 and product.ranks == (1, *[6] * (d - 1), 1)
+    np.testing.assert_allclose(product.to_dense(), want[0] * want[1], rtol=1e-6, atol=1e-9)

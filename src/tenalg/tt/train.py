@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import OperationError
 from ..inputs import host_array
-from .core import TensorCore, check_storage, kron, place
+from .core import TensorCore, check_storage, kron, kron_arrays, place
 from .linalg.dense import common_dtype, core_dtype, einsum, python_scalar
 
 
@@ -366,6 +366,9 @@ def block_sum(*trains):
         for t in trains[1:]:
             core = core + t.cores[0].array()
         return TensorTrain._from_arrays([core], first.storage)
+    if all(t.storage == "contiguous" for t in trains):
+        return TensorTrain._from_arrays(_block_arrays(
+            [[c.array() for c in t.cores] for t in trains], dtype), "contiguous")
     cores = []
     for k, column in enumerate(zip(*(t.cores for t in trains), strict=True)):
         lefts = [0] * len(column) if k == 0 else _offsets([c.lr for c in column])
@@ -375,6 +378,24 @@ def block_sum(*trains):
         cores.append(place(list(zip(column, lefts, rights, strict=True)), shape,
                            first.storage, dtype))
     return TensorTrain(cores)
+
+
+def _block_arrays(trains, dtype):
+    """The cores of the sum of ``trains`` (lists of (l, n, r) arrays) as arrays of
+    ``dtype``: the first and last concatenated, the interior ones block-diagonal (a
+    d 10, n 2, r 1 sum by :func:`place`, core by core, took 100 us, teneva's 61)."""
+    d = len(trains[0])
+    cores = [np.concatenate([t[0] for t in trains], axis=2, dtype=dtype)]
+    for k in range(1, d - 1):
+        column = [t[k] for t in trains]
+        core = np.zeros((sum(x.shape[0] for x in column), column[0].shape[1],
+                         sum(x.shape[2] for x in column)), dtype=dtype)
+        left = right = 0
+        for x in column:
+            core[left : left + x.shape[0], :, right : right + x.shape[2]] = x
+            left, right = left + x.shape[0], right + x.shape[2]
+        cores.append(core)
+    return [*cores, np.concatenate([t[-1] for t in trains], axis=0, dtype=dtype)]
 
 
 def _offsets(sizes):
@@ -403,5 +424,9 @@ def kron_product(a, b):
     require_closed("hadamard", a, b)
     require_same_dims("hadamard", a, b)
     dtype = common_dtype([a.dtype, b.dtype])
+    if a.storage == b.storage == "contiguous":  # (TensorTrain's checks of its cores: 40 us
+        return TensorTrain._from_arrays(       # of a d 10, n 2, r 1 product's 67)
+            [kron_arrays(x.array(), y.array()) for x, y in zip(a.cores, b.cores, strict=True)],
+            "contiguous")
     return TensorTrain([kron(x.astype(dtype), y.astype(dtype).to_storage(a.storage))
                         for x, y in zip(a.cores, b.cores, strict=True)])
