@@ -86,6 +86,35 @@ def test_matmul_matches_numpy(g, m, k, n, dtype, monkeypatch):
     assert bool(parts) == split
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("m, k, n", [(4096, 64, 48), (48, 64, 4096), (40, 4096, 48),
+                                     (600, 600, 600), (30, 40, 50)])
+@pytest.mark.parametrize("limited", [False, True])
+@pytest.mark.parametrize("stack", [False, True])
+def test_one_product_is_split_along_its_longest_dimension(m, k, n, dtype, limited, stack,
+                                                         monkeypatch):
+    """One product is cut along m, n or k (k: the parts summed) where it has the work:
+    SPLIT_ONE_FLOPS, or SPLIT_FLOPS inside one_blas_thread, where OpenBLAS's own threads
+    do not share it; 2-d or a stack of one, into strided outs too."""
+    rng = np.random.default_rng(m + n)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((n, k)).astype(dtype).T  # strided
+    out = np.zeros((n, m), dtype).T
+    if stack:
+        a, b, out = a[None], b[None], out[None]
+    parts = []
+    pool = blas._pool
+    monkeypatch.setattr(blas, "_pool", lambda w, pid: parts.append(w) or pool(w, pid))
+    with one_blas_thread() if limited else contextlib.nullcontext():
+        assert blas.matmul(a, b, out) is out
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, np.matmul(a, b), rtol=tol, atol=tol * k)
+    flops = 2 * m * k * n
+    split = numba.get_num_threads() > 1 and flops >= (
+        blas.SPLIT_FLOPS if limited else blas.SPLIT_ONE_FLOPS)
+    assert bool(parts) == split
+
+
 def test_matmul_keeps_aliased_and_off_main_thread_calls_whole(monkeypatch):
     monkeypatch.setattr(blas, "_pool", lambda w, pid: pytest.fail("split"))
     a = np.ones((64, 64, 64))

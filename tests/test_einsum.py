@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tenalg as ta
+from tenalg import blas
 from tenalg.einsum import PLANS, einsum, einsum_plan, parse
 
 SEED_EXPRESSIONS = [
@@ -442,8 +443,10 @@ def test_gemm_of_the_operands_alone_is_numpys_matmul(data, dtype, expr):
 
 def test_bare_matmul_only_where_it_is_the_whole_plan():
     a = np.ones((512, 512))
-    assert einsum_plan("ij,jk->ik", a, a)._new is np.matmul
-    assert einsum("ij,jk->ik", a, a).flags.owndata  # NumPy's own array, any size
+    # a product with the work to share among threads is tenalg.blas.matmul's (a new
+    # C-ordered array too)
+    assert einsum_plan("ij,jk->ik", a, a)._new is blas.matmul
+    assert einsum("ij,jk->ik", a, a).flags.owndata  # a new array of its own, any size
     assert einsum_plan("ij,jk->ik", a[:8, :8], a[:8, :8], order="F")._new is None
     small = np.ones((8, 8))
     assert einsum_plan("ij,jk->ik", small, small)._new is np.matmul

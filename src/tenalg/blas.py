@@ -80,6 +80,13 @@ def one_blas_thread(dtype=None):
 
 
 SPLIT_FLOPS = 1 << 22  # a stack of GEMMs is shared among threads from this much work
+# ... and one GEMM from this much (or from SPLIT_FLOPS where BLAS is on one thread already,
+# inside one_blas_thread): below it the parts' calls cost more than OpenBLAS's own threads
+# save when the machine is idle (256^3: 0.85-0.95 ms against 0.52, one BLAS thread 0.78;
+# 512^3 4.2-4.7 against 4.0; 1024^3 29-31 against 28), though beside one busy process
+# OpenBLAS's even split waits for the delayed thread (256^3: 15 ms, a 120 x 7680 Gram
+# 248 ms against 6.7)
+SPLIT_ONE_FLOPS = 1 << 27
 # parts per thread, taken as threads come free: a core that another process (or torch's
 # and Numba's spinning workers) slows does fewer of them (one part each: the stack of
 # 256 64 x 64 float32 products ran 0.88x np.matmul inside a full 'tenalg bench --quick',
@@ -87,10 +94,13 @@ SPLIT_FLOPS = 1 << 22  # a stack of GEMMs is shared among threads from this much
 PARTS_PER_THREAD = 4
 
 
-def splits(g, m, n, k):
-    """Whether a stack of ``g`` products (m x k) (k x n) has the work to share among
-    threads (a contraction asks once, when it is planned)."""
-    return g > 1 and 2 * g * m * n * k >= SPLIT_FLOPS
+def splits(g, m, n, k, limited=None):
+    """Whether a stack of ``g`` products (m x k) (k x n), or one product, has the work to
+    share among threads (:func:`matmul`): a contraction asks when it is planned
+    (``limited`` None: whether it may, where BLAS is on one thread), :func:`matmul` when
+    it runs (whether BLAS is on one thread now)."""
+    flops = 2 * g * m * n * k
+    return flops >= SPLIT_FLOPS and (limited is not False or g > 1 or flops >= SPLIT_ONE_FLOPS)
 
 
 @functools.cache
@@ -100,38 +110,72 @@ def _pool(workers, pid):
     return ThreadPoolExecutor(workers, thread_name_prefix="tenalg-gemm")
 
 
-def matmul(a, b, out):
-    """``np.matmul(a, b, out=out)``; stacks of equal batch (a (g, m, k), b (g, k, n)) with
-    at least :data:`SPLIT_FLOPS` of work are cut along g into :data:`PARTS_PER_THREAD`
-    parts per thread (``numba.get_num_threads()``, as tenalg's kernels use), which the
-    threads take in turn, each part a ``np.matmul`` on one BLAS thread (from the main
-    thread only, where ``out`` shares no memory with ``a`` or ``b``).
+def matmul(a, b, out=None):
+    """``np.matmul(a, b, out=out)``, with the work shared among the threads
+    (``numba.get_num_threads()``, as tenalg's kernels use) in :data:`PARTS_PER_THREAD`
+    parts per thread, which the threads take in turn, each part a ``np.matmul`` on one
+    BLAS thread: a stack of equal batch (a (g, m, k), b (g, k, n)) cut along g, one
+    product (2-d, or a stack of one) cut along its longest of m, n and k (k: the parts'
+    products summed), where the work is at least :data:`SPLIT_FLOPS` (a stack, or one
+    product inside :func:`one_blas_thread`) or :data:`SPLIT_ONE_FLOPS` (one product);
+    from the main thread only, where ``out`` shares no memory with ``a`` or ``b``.
+
+    OpenBLAS's own threads split a product evenly and wait for each other: beside one
+    busy process, rounding a (d 8, n 64, r 40) train, whose tall Gram and Cholesky
+    products took its threads, took 3.0 s against 80 ms alone (one BLAS thread: 149 ms).
 
     >>> a = np.ones((64, 64, 64))
     >>> bool((matmul(a, a, np.empty_like(a)) == 64).all())
     True
+    >>> bool((matmul(np.ones((64, 2 ** 16)), np.ones((2 ** 16, 32))) == 2 ** 16).all())
+    True
     """
-    g = a.shape[0] if a.ndim == 3 else 0
-    if (g < 2 or b.ndim != 3 or b.shape[0] != g
-            or not splits(g, a.shape[1], b.shape[2], a.shape[2])
-            or threading.current_thread() is not threading.main_thread()
-            or np.may_share_memory(out, a) or np.may_share_memory(out, b)):
+    if (a.ndim != b.ndim or a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[0] != b.shape[0])
+            or not splits(a.shape[0] if a.ndim == 3 else 1, a.shape[-2], b.shape[-1],
+                          a.shape[-1], limited=_depth > 0)):
+        return np.matmul(a, b, out=out)  # (small ones first: the cheap checks)
+    threads = numba.get_num_threads()
+    if (threads < 2 or threading.current_thread() is not threading.main_thread()
+            or (out is not None and (np.may_share_memory(out, a)
+                                     or np.may_share_memory(out, b)))):
         return np.matmul(a, b, out=out)
-    threads = min(numba.get_num_threads(), g)
-    if threads < 2:
-        return np.matmul(a, b, out=out)
-    parts = min(g, PARTS_PER_THREAD * threads)
-    cuts = [g * p // parts for p in range(parts + 1)]
+    out = np.empty(a.shape[:-1] + b.shape[-1:], np.result_type(a, b)) if out is None else out
+    g, (m, k), n = (a.shape[0] if a.ndim == 3 else 1), a.shape[-2:], b.shape[-1]
+    if g > 1:
+        _shared(lambda lo, hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]), g, threads)
+        return out
+    longest = max(m, n, k)
+    if longest == m:
+        _shared(lambda lo, hi: np.matmul(a[..., lo:hi, :], b, out=out[..., lo:hi, :]),
+                m, threads)
+    elif longest == n:
+        _shared(lambda lo, hi: np.matmul(a, b[..., lo:hi], out=out[..., lo:hi]), n, threads)
+    else:
+        terms = np.empty((min(k, PARTS_PER_THREAD * threads),) + out.shape, out.dtype)
+        cuts = _shared(lambda lo, hi, p: np.matmul(a[..., lo:hi], b[..., lo:hi, :],
+                                                   out=terms[p]), k, threads, numbered=True)
+        np.sum(terms[:len(cuts) - 1], axis=0, out=out)
+    return out
+
+
+def _shared(work, size, threads, numbered=False):
+    """Run ``work(lo, hi)`` (and the part's number, when ``numbered``) over the parts of
+    range(size), :data:`PARTS_PER_THREAD` per thread, taken in turn by ``threads``
+    threads (this one and the pool's), each on one BLAS thread; returns the cuts."""
+    parts = min(size, PARTS_PER_THREAD * threads)
+    cuts = [size * p // parts for p in range(parts + 1)]
     taken = itertools.count()  # next() is atomic under the GIL: each part runs once
 
-    def work():
+    def run():
         while (p := next(taken)) < parts:
-            np.matmul(a[cuts[p]:cuts[p + 1]], b[cuts[p]:cuts[p + 1]],
-                      out=out[cuts[p]:cuts[p + 1]])
+            if numbered:
+                work(cuts[p], cuts[p + 1], p)
+            else:
+                work(cuts[p], cuts[p + 1])
 
     with one_blas_thread():
-        helpers = [_pool(threads - 1, os.getpid()).submit(work) for _ in range(threads - 1)]
-        work()
+        helpers = [_pool(threads - 1, os.getpid()).submit(run) for _ in range(threads - 1)]
+        run()
         for helper in helpers:
             helper.result()
-    return out
+    return cuts

@@ -294,8 +294,9 @@ class Pairwise:
         # copying both sides of a 512 MB one took 4-6 s and 1 GB, NumPy's loop 0.1 s)
         self.direct = self.m == 1 and self.n == 1 and (
             self.batch_size > 1 or not self._dot_in_place(sa, sb, inner))
-        # a stack with the work to share among threads goes to blas.matmul, others to
-        # np.matmul bare (the check per call cost an 8 x 8 einsum a tenth of its 3 us)
+        # work to share among threads goes to blas.matmul (whose parts the threads take in
+        # turn: OpenBLAS's own even split waits for a thread that a busy core delays), the
+        # rest to np.matmul bare (the check per call cost an 8 x 8 einsum a tenth of its 3 us)
         self.split = blas.splits(self.batch_size, self.m, self.n, self.k)
         # an outer product (k = 1) is NumPy's broadcast product, the same values (one term
         # each): GEMM with k = 1 ran at a third of its speed
@@ -384,8 +385,8 @@ class Pairwise:
         # ... into a new output that np.matmul's own (np.empty, C-ordered) would equal:
         # einsum calls it bare
         out = self.op.output
-        self.bare_matmul = np.matmul if (
-            self.plain and self.matmul is np.matmul
+        self.bare_matmul = self.matmul if (
+            self.plain and self.matmul in (np.matmul, blas.matmul)
             and strides_match(out.strides, TensorDescriptor.contiguous(
                 out.extents, out.dtype).strides, out.extents)) else None
 
@@ -415,7 +416,7 @@ class Pairwise:
             if alpha != 1 and not self.alpha_folded:
                 np.multiply(d, alpha, out=d)
             return
-        t = self.product(a, b)
+        t = self.matmul(a, b)
         if self.conj_result:
             np.conjugate(t, out=t)
         if (c is out and beta == 1 and (alpha == 1 or self.alpha_folded)
@@ -484,7 +485,8 @@ class Pairwise:
         else:
             lines.append(f"kernel: GEMM m={self.m} n={self.n} k={self.k} "
                          f"batch={self.batch_size} (np.matmul, {self.op.compute}"
-                         + (", the stack split among threads)" if self.split else ")")
+                         + (", split among threads)" if blas.splits(
+                             self.batch_size, self.m, self.n, self.k, limited=False) else ")")
                          + (", conjugated result" if self.conj_result else ""))
         if self.direct:  # the sides read in place, converted where they must be
             copies = [f"{name} ({side.forced}, NumPy)" for name, side in (("A", self.a),

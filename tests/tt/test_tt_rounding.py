@@ -317,3 +317,24 @@ def test_a_norm_past_float64s_range_is_inf_without_a_warning(method):
     small = tt.TensorTrain([c.array() * 1e-3 for c in x.cores])
     info = tt.round_(small + small, 1e-8, method=method, max_rank=4)
     assert info.norm == pytest.approx(2 * tt.norm(small), rel=1e-10)
+
+
+def test_large_products_of_a_rounding_are_shared_among_threads(monkeypatch):
+    """A rounding runs BLAS on one thread; its products of SPLIT_FLOPS or more are cut
+    into parts that tenalg's threads take (tenalg.blas.matmul): the same rounding as
+    with every product whole."""
+    import numba
+
+    from tenalg import blas
+    x = rand((48, 48, 48), 24, seed=5) + rand((48, 48, 48), 24, seed=6)
+    split_flops = blas.SPLIT_FLOPS
+    monkeypatch.setattr(blas, "SPLIT_FLOPS", 1 << 62)
+    whole = _round(x, 1e-10, "svd")
+    monkeypatch.setattr(blas, "SPLIT_FLOPS", split_flops)
+    parts = []
+    pool = blas._pool
+    monkeypatch.setattr(blas, "_pool", lambda w, pid: parts.append(w) or pool(w, pid))
+    shared = _round(x, 1e-10, "svd")
+    assert bool(parts) == (numba.get_num_threads() > 1)
+    assert shared.ranks == whole.ranks
+    assert rel(shared.to_dense(), whole.to_dense()) < 1e-12

@@ -23,6 +23,7 @@ with it, LAPACK's Householder QR taking what it does not certify).
 
 import numpy as np
 
+from ..blas import matmul
 from . import smallchol, smalleigh
 from .lapackcalls import unit_roundoff
 
@@ -95,8 +96,8 @@ def second_pass(x, c1, inv1, eta=ETA):
     pivoted factor past its rank) stay zero. Returns (C, C^-1, ok)."""
     k, n = x.shape[1], x.shape[2]
     u = unit_roundoff(x.dtype)
-    q1 = np.matmul(inv1, x)
-    g2 = np.matmul(q1, hermitian(q1))
+    q1 = matmul(inv1, x)
+    g2 = matmul(q1, hermitian(q1))
     # rows of C1^-1 that are zero (past a pivoted factor's rank) stay zero: identity there
     unused = ~inv1.any(axis=2)
     g2[:, np.arange(k), np.arange(k)] += unused
@@ -107,7 +108,7 @@ def second_pass(x, c1, inv1, eta=ETA):
         e2 = SAFETY * ((k + n) * u * t2
                        + 2 * k * u * np.sqrt(squares(inv1) * squares(x) * t2))
         ok = pd & (delta + e2 < 0.5) & (e2 <= eta * (1 - delta - e2))
-    return np.matmul(c1, c2), np.matmul(inv2, inv1), ok
+    return matmul(c1, c2), matmul(inv2, inv1), ok
 
 
 def rank_revealing(x, products, err, c, inv, ok, storage=None):
@@ -171,7 +172,7 @@ def _pivoted_lq(x, products, err, eta, roundoff):
 
 def _residual(x, l, f):
     """M - L F M, formed as (I - L F) M."""
-    return np.matmul(np.eye(x.shape[1]) - np.matmul(l, f), x)
+    return matmul(np.eye(x.shape[1]) - matmul(l, f), x)
 
 
 def _eigh_lq(x, products, err, eta, roundoff):
@@ -194,7 +195,7 @@ def _eigh_lq(x, products, err, eta, roundoff):
     root = np.sqrt(np.where(keep, lam, 1))
     return (vk * np.where(keep, root, 0)[:, None, :],
             hermitian(vk) * np.where(keep, 1 / root, 0)[:, :, None],
-            keep.any(axis=1) & _negligible(np.matmul(hermitian(rest), x), x, roundoff),
+            keep.any(axis=1) & _negligible(matmul(hermitian(rest), x), x, roundoff),
             keep.sum(axis=1))
 
 

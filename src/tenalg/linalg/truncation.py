@@ -58,6 +58,7 @@ import numbers
 import numba
 import numpy as np
 
+from ..blas import matmul
 from ..errors import OperationError
 from ..kernels import compiler
 from ..kernels.jit import CACHE
@@ -154,7 +155,7 @@ def lq(m, gram=True):
     if gram and rows <= cols:
         wide = np.result_type(m.dtype, np.float64)
         x = m.astype(wide, copy=False)
-        products = np.matmul(x, hermitian(x))
+        products = matmul(x, hermitian(x))
         trace = np.trace(products, axis1=1, axis2=2).real
         err = SAFETY * (rows + cols) * unit_roundoff(wide) * trace
         c = inv = None
@@ -189,7 +190,7 @@ def _finish(m, c, inv, ok, width):
     else:
         k = inv.shape[1]
         f = np.broadcast_to(np.eye(k, dtype=m.dtype), (m.shape[0], k, k)).copy()
-        b = np.matmul(inv, m.astype(inv.dtype)).astype(m.dtype)
+        b = matmul(inv, m.astype(inv.dtype)).astype(m.dtype)
     if not ok.all():
         bad = ~ok
         l[bad], b[bad] = reference_lq(m[bad])
@@ -211,7 +212,7 @@ def _gram(m, delta, max_rank, work=FRESH, key="left"):
     g, rows, r = m.shape
     wide = np.result_type(m.dtype, np.float64)
     x = m.astype(wide, copy=False)
-    products = np.matmul(hermitian(x), x)
+    products = matmul(hermitian(x), x)
     lam, v = smalleigh.eigh(products)  # ascending
     p = min(rows, r)
     eta = accepted(m.dtype)
@@ -225,7 +226,7 @@ def _gram(m, delta, max_rank, work=FRESH, key="left"):
         _prove_by_residual(x, lam[:, ::-1][:, :p], v[:, :, ::-1][:, :, :p], err, eta, d2,
                            max_rank, k, tail, ok)
     scaled, right = _factors(s, v, k)
-    left = np.matmul(x, scaled, out=work.array(key, (g, rows, scaled.shape[2]), wide))
+    left = matmul(x, scaled, out=work.array(key, (g, rows, scaled.shape[2]), wide))
     return (left.astype(m.dtype, copy=False), right.astype(m.dtype, copy=False), k, tail, ok,
             products)
 
@@ -341,7 +342,7 @@ def _prove_by_residual(x, lam, v, err, eta, d2, max_rank, k, tail, ok):
     mask = rank_mask(k2)
     vk = v[candidate][:, :, : mask.shape[1]] * mask[:, None, :]
     xs = x[todo]
-    weight, proven = residual_within(xs - np.matmul(np.matmul(xs, vk), hermitian(vk)), xs,
+    weight, proven = residual_within(xs - matmul(matmul(xs, vk), hermitian(vk)), xs,
                                      k2, np.sqrt(dd))
     todo = todo[proven]
     k[todo], tail[todo], ok[todo] = k2[proven], weight[proven], True
@@ -433,7 +434,7 @@ def _qr_svd(m, products, delta, max_rank):
         u, s, vh = np.linalg.svd(hermitian(c))  # R = C^H
     k, tail = keep_ranks(s, delta, max_rank)
     cut_u, right = _cut(u, s, vh, k)
-    left = np.matmul(wide, np.matmul(hermitian(inv), cut_u))
+    left = matmul(wide, matmul(hermitian(inv), cut_u))
     return left.astype(m.dtype, copy=False), right.astype(m.dtype, copy=False), k, tail, served
 
 

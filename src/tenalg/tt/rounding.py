@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..blas import one_blas_thread
 from ..errors import OperationError
 from ..linalg.lapackcalls import unit_roundoff
 from ..linalg.truncation import checked_options
@@ -92,7 +93,12 @@ def run(method, summands, coefficients, eps, max_rank, rng=None, work=FRESH):
     after LAPACK fails ("SVD did not converge") or where the result holds NaN or inf:
     LAPACK passes NaN through a 1 x 1 eigenproblem (a rank-1 bond) without failing."""
     try:
-        res = _sweep(method, summands, coefficients, eps, max_rank, rng, work)
+        # one BLAS thread throughout (for real data, see tenalg.blas): the large products
+        # share the threads through blas.matmul, whose parts a thread that a busy core
+        # delays does fewer of; OpenBLAS's threads waited for it (beside one busy
+        # process, a (d 8, n 64, r 40) rounding took 3.0 s against 80 ms alone)
+        with one_blas_thread(summands[0][0].dtype):
+            res = _sweep(method, summands, coefficients, eps, max_rank, rng, work)
     except np.linalg.LinAlgError as error:
         _refuse_non_finite(summands, error)
         raise
