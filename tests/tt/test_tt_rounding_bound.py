@@ -154,6 +154,23 @@ def test_summands_of_unlike_scales_are_not_taken_for_cancellation(method, compil
                 assert r.ranks == (1, 1, 1, 2, 1, 1) and _error(r, want) < 1e-6
 
 
+def test_the_cholesky_lq_serves_only_where_it_is_accurate_enough():
+    """A float64 sum of two random trains on dims with extents of 1: unfoldings of
+    condition 4e5, whose Cholesky LQ (certified orthogonal) reconstructs M only to
+    u cond(M). The batched sweep rounded it to 4.3e-12 at eps 1e-12 (Householder: 1e-14);
+    now each LQ must be as accurate as the bond's tolerance."""
+    dims = (2, 1, 1, 2, 1, 1, 1, 2)
+    a, b = tt.random(dims, 2, rng=967352), tt.random(dims, 2, rng=881515)
+    want = _dense(a) + _dense(b)
+    with batched_sweep():
+        for eps in (2.2e-13, 1e-12):
+            assert _error(tt.round(a + b, eps), want) <= eps
+            assert _error(tt.round_sum([a, b], eps=eps), want) <= eps
+    pack = tt.add(tt.TrainPack([a, a]), tt.TrainPack([b, b]))
+    pack.round_(1e-12)
+    assert _error(pack[0, 1], want) <= 1e-12
+
+
 def test_gram_falls_back_where_it_cannot_certify_a_cut():
     """Float64 components between the Gram floor (1.5e-8) and what Gram matrices resolve
     (about sqrt(n u)): the train goes to the SVD sweep (info.method), the bound holds."""

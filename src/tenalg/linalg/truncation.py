@@ -128,7 +128,7 @@ def reference_lq(m):
     return hermitian(r), hermitian(q)
 
 
-def lq(m, gram=True):
+def lq(m, gram=True, tol=None):
     """M = L Q per train of ``m`` (g, rows, cols) with the rows of Q orthonormal, Q given
     as F @ B: the Cholesky path returns F = C^-1 and B = M (in double precision; Q is
     formed in single precision), LAPACK's QR F = I and B = Q. Callers that multiply Q
@@ -139,7 +139,11 @@ def lq(m, gram=True):
     every later bond of a sweep take LAPACK's QR, 2.5x slower in all; or 120 x 128 for
     n = 128, r = 60, too ill-conditioned to certify where the interior bonds are not);
     ``gram=False`` skips it (a sweep stops trying after a wide bond where it served
-    none).
+    none). With ``tol`` (relative, per train or for all), the Cholesky path also serves
+    only where its factorisation is that accurate: L F B = M to about u cond(C) ||M||,
+    which the orthogonality certificate does not bound (a float64 sum whose unfoldings
+    had cond 4e5 rounded to 4e-12 at eps 1e-12); never finer than 1000 u of ``m``'s
+    dtype, the floor the sweeps resolve.
     Where the plain Cholesky factorisation served no train and every train was
     rank-deficient, it is REVEALING: the next bond goes straight to the rank-revealing
     path (every bond of an exact X + X is rank-deficient).
@@ -166,6 +170,10 @@ def lq(m, gram=True):
         if not ok.all():
             c, inv, ok, ranks = rank_revealing(x, products, err, c, inv, ok, m.dtype)
             width = int(ranks.max()) if ok.all() else rows
+        if tol is not None and ok.any():
+            accuracy = SAFETY * unit_roundoff(wide) * np.sqrt(squares(c) * squares(inv))
+            ok = ok & (accuracy <= np.maximum(tol, 1e3 * unit_roundoff(m.dtype)))
+            width = width if ok.all() else rows
         if ok.any():
             l, f, b = _finish(m, c, inv, ok, width)
             deficient = not plain.any() and width < rows

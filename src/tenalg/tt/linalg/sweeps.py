@@ -74,14 +74,15 @@ def normalize_joint(zs, logs):
     return [scaled_by_log(z, -log_t.reshape((-1,) + (1,) * (z.ndim - 1))) for z in zs], logs + log_t
 
 
-def orthogonalize_rl(cores, work=FRESH):
+def orthogonalize_rl(cores, work=FRESH, tol=None):
     """Right-to-left LQ sweep: cores 1..d-1 right-orthonormal, core 0 of unit norm.
     Interior cores may be lists of diagonal blocks (:func:`~tenalg.tt.linalg.batched.sum_cores`).
 
     Returns the cores, the factors (g, k, k) that right-orthonormal core c is to be
     multiplied by from the left (core c holds B of :func:`~tenalg.linalg.truncation.lq`; factor 0
     is None), the log of each train's norm and the cancellation ratio of the last
-    contraction. Cores 0..d-2 are written into ``work``'s buffers.
+    contraction. Cores 0..d-2 are written into ``work``'s buffers. ``tol``: the accuracy
+    each LQ must have (relative, see :func:`~tenalg.linalg.truncation.lq`).
     """
     cores = list(cores)
     factors = [None] * len(cores)
@@ -90,7 +91,7 @@ def orthogonalize_rl(cores, work=FRESH):
     gram = True
     for c in range(len(cores) - 1, 0, -1):
         g, l, n, r = cores[c].shape
-        lf, factors[c], b, gram = lq(cores[c].reshape(g, l, n * r), gram)
+        lf, factors[c], b, gram = lq(cores[c].reshape(g, l, n * r), gram, tol)
         cores[c] = b.reshape(g, b.shape[1], n, r)
         lf, logs = normalize(lf, logs)
         if c == 1:
@@ -145,9 +146,9 @@ def svd(summands, coefficients, eps, max_rank, work=FRESH):
     rounded cores are fresh arrays."""
     first = first_cores(summands, coefficients)
     cores = sum_cores([[f, *s[1:]] for f, s in zip(first, summands, strict=True)], work)
-    cores, factors, logs, gross = orthogonalize_rl(cores, work)
-    cores, ranks, nrm, discarded = truncate(cores, bond_tolerance(eps, len(cores)), max_rank,
-                                            gross, factors, work)
+    tol = bond_tolerance(eps, len(cores))
+    cores, factors, logs, gross = orthogonalize_rl(cores, work, tol)
+    cores, ranks, nrm, discarded = truncate(cores, tol, max_rank, gross, factors, work)
     return Rounded(spread(cores, logs), ranks, norm_from_log(nrm, logs), discarded)
 
 
