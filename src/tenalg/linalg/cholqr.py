@@ -116,8 +116,8 @@ def rank_revealing(x, products, err, c, inv, ok, storage=None):
     bond of an exact X + X), rank-revealing: L (rows, k) and F (k, rows) zero past each
     train's rank k, with the rows of F M orthonormal to :func:`accepted` of the result's
     ``storage`` dtype (by default x's), kept where the residual M - L F M, formed
-    explicitly, is at the roundoff of a Householder QR in that storage (SAFETY rows u
-    ||M||_F): dropping it changes M no more than LAPACK's QR would. By pivoted Cholesky
+    explicitly, is at the roundoff of a Householder QR in that storage, row by row
+    (:func:`_negligible`): dropping it changes M no more than LAPACK's QR would. By pivoted Cholesky
     (:func:`_pivoted_lq`), else (complex data, or while its kernel compiles) by the
     eigendecomposition (:func:`_eigh_lq`). Fills ``c``, ``inv`` and ``ok`` (fresh where
     None) for those trains, and returns them with each train's rank (rows for the
@@ -187,23 +187,37 @@ def _eigh_lq(x, products, err, eta, roundoff):
     trace = np.maximum(lam, 0).sum(axis=1)
     e = err + 2 * smalleigh.ACCURACY * rows * u * trace
     keep = (lam >= (e / eta)[:, None]) & (lam > 0)  # a zero M keeps nothing
-    # the residual as V_rest^H M (one GEMM of the discarded rows, each entry within
-    # rows u |v| |M| of exact)
+    # the residual as V_rest V_rest^H M (GEMMs of the discarded rows, each entry within
+    # rows u |v| |M| of exact), row by row in M's rows
     first = int(keep.sum(axis=1).min())
     rest = v[:, :, first:] * ~keep[:, None, first:]
     vk = v * keep[:, None, :]
     root = np.sqrt(np.where(keep, lam, 1))
     return (vk * np.where(keep, root, 0)[:, None, :],
             hermitian(vk) * np.where(keep, 1 / root, 0)[:, :, None],
-            keep.any(axis=1) & _negligible(matmul(hermitian(rest), x), x, roundoff),
+            keep.any(axis=1) & _negligible(matmul(rest, matmul(hermitian(rest), x)), x,
+                                           roundoff),
             keep.sum(axis=1))
 
 
 def _negligible(residual, x, roundoff):
-    """Per matrix: whether the residual is at the roundoff of a Householder QR of x
-    stored with unit ``roundoff``, ||residual||_F <= SAFETY rows u ||x||_F."""
-    norm = np.sqrt(squares(x))
-    return np.sqrt(squares(residual)) <= SAFETY * x.shape[1] * roundoff * norm
+    """Per matrix: whether every row of the residual is at the roundoff of a Householder
+    QR of x stored with unit ``roundoff``, which is backward stable row by row:
+    ||residual_i|| <= SAFETY rows u ||x_i|| (plus u^2 of ||x||_F, for rows of zeros). In
+    norm only, a row 1e-6 of ||M|| could be dropped, which the previous core of a train
+    multiplies by a column 1e6 times larger (a float32 sum whose second train was gauged
+    so on its first bond lost a fifth of itself at eps 1e-3)."""
+    limit = SAFETY * x.shape[1] * roundoff
+    floor = limit * roundoff * np.sqrt(squares(x))[:, None]
+    return (np.sqrt(_row_squares(residual)) <= limit * np.sqrt(_row_squares(x)) + floor
+            ).all(axis=1)
+
+
+def _row_squares(x):
+    """The sum of squared moduli of each row of each matrix of the stack ``x``."""
+    if x.dtype.kind == "c":
+        return _row_squares(x.real) + _row_squares(x.imag)
+    return np.einsum("gij,gij->gi", x, x)
 
 
 def squares(x):
