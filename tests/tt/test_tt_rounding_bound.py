@@ -175,6 +175,19 @@ def test_a_summand_gauged_on_its_first_bond_keeps_its_small_rows(dtype, dims, ra
         assert _error(tt.round_sum([a, b], eps=1e-3), want) <= 1e-3
 
 
+@pytest.mark.parametrize("dims, ra, rb, seeds, dtype, eps", [
+    ((4, 3, 1, 4, 3), 3, 1, (574452, 9283), np.float64, 1e-12),
+    ((3, 3, 4, 1, 3, 3, 1), 2, 2, (850315, 863291), np.float32, 1e-3)])
+def test_a_randomized_rounding_at_the_full_rank_oversamples(dims, ra, rb, seeds, dtype, eps):
+    """Without max_rank the sketch had exactly the sum's rank: square Gaussian sketches,
+    of condition 1e5-1e8 on dims with extents of 1, lost 5.6e-11 (float64, eps 1e-12) and
+    7.2e-3 (float32, any eps)."""
+    a, b = (tt.random(dims, r, rng=s, dtype=dtype) for r, s in zip((ra, rb), seeds, strict=True))
+    want = _dense(a) + _dense(b)
+    assert _error(tt.round(a + b, eps, method="randomized", rng=0), want) <= eps
+    assert _error(tt.round_sum([a, b], eps=eps, method="randomized", rng=0), want) <= eps
+
+
 def test_the_cholesky_lq_serves_only_where_it_is_accurate_enough():
     """A float64 sum of two random trains on dims with extents of 1: unfoldings of
     condition 4e5, whose Cholesky LQ (certified orthogonal) reconstructs M only to

@@ -18,7 +18,8 @@ holds). Methods:
   train (see :func:`run`), which the compiled SVD sweep rounds faster. Single precision is
   computed in double. One sweep is not always rank-minimal.
 - ``"randomized"``: randomize-then-orthogonalize with a Gaussian TT sketch of rank
-  max_rank + 10 (the full rank when max_rank is None), then an SVD truncation with eps.
+  min(max_rank, the full rank) + 10 (the full rank + 10 when max_rank is None), then
+  an SVD truncation with eps.
 
 >>> from tenalg import tt
 >>> x = tt.random((4, 4, 4, 4), 3, rng=0)
