@@ -91,9 +91,10 @@ def test_matmul_matches_numpy(g, m, k, n, dtype, monkeypatch):
                                      (600, 600, 600), (30, 40, 50)])
 @pytest.mark.parametrize("limited", [False, True])
 @pytest.mark.parametrize("stack", [False, True])
-def test_one_product_is_split_along_its_longest_dimension(m, k, n, dtype, limited, stack,
+def test_one_product_is_split_among_threads(m, k, n, dtype, limited, stack,
                                                          monkeypatch):
-    """One product is cut along m, n or k (k: the parts summed) where it has the work:
+    """One product is cut along m or n, or k where k is over four times both (the parts
+    summed), where it has the work:
     SPLIT_ONE_FLOPS, or SPLIT_FLOPS inside one_blas_thread, where OpenBLAS's own threads
     do not share it; 2-d or a stack of one, into strided outs too."""
     rng = np.random.default_rng(m + n)

@@ -115,10 +115,11 @@ def matmul(a, b, out=None):
     (``numba.get_num_threads()``, as tenalg's kernels use) in :data:`PARTS_PER_THREAD`
     parts per thread, which the threads take in turn, each part a ``np.matmul`` on one
     BLAS thread: a stack of equal batch (a (g, m, k), b (g, k, n)) cut along g, one
-    product (2-d, or a stack of one) cut along its longest of m, n and k (k: the parts'
-    products summed), where the work is at least :data:`SPLIT_FLOPS` (a stack, or one
-    product inside :func:`one_blas_thread`) or :data:`SPLIT_ONE_FLOPS` (one product);
-    from the main thread only, where ``out`` shares no memory with ``a`` or ``b``.
+    product (2-d, or a stack of one) cut along the longer of m and n, or along k where k
+    is over four times both (a Gram matrix: the parts' products summed), where the work
+    is at least :data:`SPLIT_FLOPS` (a stack, or one product inside
+    :func:`one_blas_thread`) or :data:`SPLIT_ONE_FLOPS` (one product); from the main
+    thread only, where ``out`` shares no memory with ``a`` or ``b``.
 
     OpenBLAS's own threads split a product evenly and wait for each other: beside one
     busy process, rounding a (d 8, n 64, r 40) train, whose tall Gram and Cholesky
@@ -144,12 +145,13 @@ def matmul(a, b, out=None):
     if g > 1:
         _shared(lambda lo, hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]), g, threads)
         return out
-    longest = max(m, n, k)
-    if longest == m:
-        _shared(lambda lo, hi: np.matmul(a[..., lo:hi, :], b, out=out[..., lo:hi, :]),
-                m, threads)
-    elif longest == n:
-        _shared(lambda lo, hi: np.matmul(a, b[..., lo:hi], out=out[..., lo:hi]), n, threads)
+    if k <= 4 * max(m, n):  # (cutting k costs a sum of the parts' products: Grams only)
+        if m >= n:
+            _shared(lambda lo, hi: np.matmul(a[..., lo:hi, :], b, out=out[..., lo:hi, :]),
+                    m, threads)
+        else:
+            _shared(lambda lo, hi: np.matmul(a, b[..., lo:hi], out=out[..., lo:hi]), n,
+                    threads)
     else:
         terms = np.empty((min(k, PARTS_PER_THREAD * threads),) + out.shape, out.dtype)
         cuts = _shared(lambda lo, hi, p: np.matmul(a[..., lo:hi], b[..., lo:hi, :],
