@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import numba
 import numpy as np
@@ -114,6 +115,38 @@ def test_one_product_is_split_among_threads(m, k, n, dtype, limited, stack,
     split = numba.get_num_threads() > 1 and flops >= (
         blas.SPLIT_FLOPS if limited else blas.SPLIT_ONE_FLOPS)
     assert bool(parts) == split
+
+
+def test_matmul_refuses_what_np_matmul_refuses_before_writing(monkeypatch):
+    """An out of a shape np.matmul refuses raises its ValueError, with nothing written
+    (one it takes, as (1, m, n), is taken whole); lists are NumPy's to take."""
+    a, b = np.ones((600, 600)), np.ones((600, 600))
+    for shape in ((601, 600), (600, 601), (360000,)):
+        out = np.full(shape, 7.0)
+        with pytest.raises(ValueError):
+            blas.matmul(a, b, out)
+        assert (out == 7.0).all()
+    out = np.zeros((1, 600, 600))
+    assert blas.matmul(a, b, out) is out and (out == 600).all()
+    assert blas.matmul([[1.0, 2.0]], [[3.0], [4.0]]).tolist() == [[11.0]]
+
+
+def test_a_failing_part_lets_every_part_finish_first(monkeypatch):
+    """When the calling thread's part raises, the pool's parts have ended before the
+    error propagates: nothing writes into out after the call."""
+    done = []
+
+    def work(lo, hi):
+        if threading.current_thread() is threading.main_thread():
+            raise RuntimeError("a part failed")
+        time.sleep(0.05)
+        done.append(lo)
+
+    with pytest.raises(RuntimeError):
+        blas._shared(work, 64, 2)
+    finished = len(done)
+    time.sleep(0.2)
+    assert len(done) == finished
 
 
 def test_matmul_keeps_aliased_and_off_main_thread_calls_whole(monkeypatch):

@@ -38,6 +38,7 @@ import functools
 import itertools
 import os
 import threading
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
@@ -92,6 +93,8 @@ SPLIT_ONE_FLOPS = 1 << 27
 # 256 64 x 64 float32 products ran 0.88x np.matmul inside a full 'tenalg bench --quick',
 # against 1.45-1.8x alone)
 PARTS_PER_THREAD = 4
+# the largest product cut along k (each part then needs an output of its own, summed)
+GRAM_SIZE = 1 << 16
 
 
 def splits(g, m, n, k, limited=None):
@@ -116,7 +119,8 @@ def matmul(a, b, out=None):
     parts per thread, which the threads take in turn, each part a ``np.matmul`` on one
     BLAS thread: a stack of equal batch (a (g, m, k), b (g, k, n)) cut along g, one
     product (2-d, or a stack of one) cut along the longer of m and n, or along k where k
-    is over four times both (a Gram matrix: the parts' products summed), where the work
+    is over four times both and the output small (a Gram matrix, :data:`GRAM_SIZE`: the
+    parts' products summed), where the work
     is at least :data:`SPLIT_FLOPS` (a stack, or one product inside
     :func:`one_blas_thread`) or :data:`SPLIT_ONE_FLOPS` (one product); from the main
     thread only, where ``out`` shares no memory with ``a`` or ``b``.
@@ -131,7 +135,9 @@ def matmul(a, b, out=None):
     >>> bool((matmul(np.ones((64, 2 ** 16)), np.ones((2 ** 16, 32))) == 2 ** 16).all())
     True
     """
-    if (a.ndim != b.ndim or a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[0] != b.shape[0])
+    if (type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != b.ndim
+            or a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[0] != b.shape[0])
+            or (out is not None and out.shape != a.shape[:-1] + b.shape[-1:])
             or not splits(a.shape[0] if a.ndim == 3 else 1, a.shape[-2], b.shape[-1],
                           a.shape[-1], limited=_depth > 0)):
         return np.matmul(a, b, out=out)  # (small ones first: the cheap checks)
@@ -145,7 +151,7 @@ def matmul(a, b, out=None):
     if g > 1:
         _shared(lambda lo, hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]), g, threads)
         return out
-    if k <= 4 * max(m, n):  # (cutting k costs a sum of the parts' products: Grams only)
+    if k <= 4 * max(m, n) or m * n > GRAM_SIZE:  # (cutting k: the parts' products summed)
         if m >= n:
             _shared(lambda lo, hi: np.matmul(a[..., lo:hi, :], b, out=out[..., lo:hi, :]),
                     m, threads)
@@ -177,7 +183,10 @@ def _shared(work, size, threads, numbered=False):
 
     with one_blas_thread():
         helpers = [_pool(threads - 1, os.getpid()).submit(run) for _ in range(threads - 1)]
-        run()
+        try:
+            run()
+        finally:  # no part still writing when this returns or raises
+            futures.wait(helpers)
         for helper in helpers:
             helper.result()
     return cuts

@@ -119,3 +119,21 @@ def test_sum_takes_one_array_of_ones(dtype):
         total = tt.sum(x)
     assert np.asarray(total).dtype == np.dtype(dtype)
     np.testing.assert_allclose(total, _dense(x).sum(), rtol=1e3 * _u(dtype))
+
+
+def test_a_zero_vector_entry_still_meets_nan_and_inf():
+    """NaN times 0 is NaN, as in the batched twin and NumPy (zero entries were skipped)."""
+    cores = [np.array([[[np.nan], [1.0]]]), np.ones((1, 2, 1))]
+    x = tt.TensorTrain(cores)
+    for value in (tt.contract_vectors(x, [np.array([0.0, 1.0]), np.ones(2)]), tt.sum(x)):
+        assert np.isnan(value)
+
+
+def test_an_open_result_keeps_entries_far_below_its_largest():
+    """An open train's (r_0, r_d) result holds entries far below its largest: 2^1000 next
+    to inf (the exponent is given back in steps, not clamped: 2^990 came back)."""
+    big = np.full((1, 1, 1), 2.0**201)
+    last = np.array([[[1.0, 2.0**-1010]]])
+    x = tt.TensorTrain([big] * 10 + [last])
+    for m in (tt.sum(x), tt.contract_vectors(x, [np.ones(1)] * 11)):
+        assert m[0, 0] == np.inf and m[0, 1] == 2.0**1000

@@ -113,11 +113,14 @@ def _normalized(a, e):
 
 @numba.njit(nogil=True)
 def _times_two_to(a, e):
-    """``a`` times 2^e, exactly (inf or 0 past 2^+-2000: these kernels' results, of modulus
-    about 1 before it, do not survive that)."""
-    flat = a.reshape(-1)
-    out = np.empty_like(flat)
-    times_power_of_two_row(flat, min(max(e, -2000), 2000), out)
+    """``a`` times 2^e, exactly (to inf or 0 where the product leaves the range), in steps
+    of at most 2^1000 (an open train's result holds entries far below its largest)."""
+    flat = np.ascontiguousarray(a).reshape(-1)
+    out = flat.copy()
+    while e != 0:
+        step = max(min(e, 1000), -1000)
+        times_power_of_two_row(out, step, out)
+        e -= step
     return out.reshape(a.shape)
 
 
@@ -182,10 +185,9 @@ def _vectors(x, v, shapes):
         step = np.zeros((m.shape[0], r), dtype=x.dtype)
         for i in range(m.shape[0]):
             for j in range(n):
-                w = v[at + j]
-                if w != 0:  # zero entries skipped, as zero fibers are
-                    for c in range(r):
-                        step[i, c] += t[i, j, c] * w
+                w = v[at + j]  # (a zero entry too: NaN times 0 is NaN, as in the twin)
+                for c in range(r):
+                    step[i, c] += t[i, j, c] * w
         at += n
         m, e = _normalized(step, e)
     return _times_two_to(m, e)
