@@ -95,9 +95,9 @@ def test_matmul_matches_numpy(g, m, k, n, dtype, monkeypatch):
 def test_one_product_is_split_among_threads(m, k, n, dtype, limited, stack,
                                                          monkeypatch):
     """One product is cut along m or n, or k where k is over four times both (the parts
-    summed), where it has the work:
-    SPLIT_ONE_FLOPS, or SPLIT_FLOPS inside one_blas_thread, where OpenBLAS's own threads
-    do not share it; 2-d or a stack of one, into strided outs too."""
+    summed), inside one_blas_thread, where OpenBLAS's own threads do not share it, from
+    SPLIT_FLOPS (outside it, OpenBLAS's threads take it whole); 2-d or a stack of one,
+    into strided outs too."""
     rng = np.random.default_rng(m + n)
     a = rng.standard_normal((m, k)).astype(dtype)
     b = rng.standard_normal((n, k)).astype(dtype).T  # strided
@@ -112,8 +112,7 @@ def test_one_product_is_split_among_threads(m, k, n, dtype, limited, stack,
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out, np.matmul(a, b), rtol=tol, atol=tol * k)
     flops = 2 * m * k * n
-    split = numba.get_num_threads() > 1 and flops >= (
-        blas.SPLIT_FLOPS if limited else blas.SPLIT_ONE_FLOPS)
+    split = numba.get_num_threads() > 1 and limited and flops >= blas.SPLIT_FLOPS
     assert bool(parts) == split
 
 
@@ -121,13 +120,14 @@ def test_matmul_refuses_what_np_matmul_refuses_before_writing(monkeypatch):
     """An out of a shape np.matmul refuses raises its ValueError, with nothing written
     (one it takes, as (1, m, n), is taken whole); lists are NumPy's to take."""
     a, b = np.ones((600, 600)), np.ones((600, 600))
-    for shape in ((601, 600), (600, 601), (360000,)):
-        out = np.full(shape, 7.0)
-        with pytest.raises(ValueError):
-            blas.matmul(a, b, out)
-        assert (out == 7.0).all()
-    out = np.zeros((1, 600, 600))
-    assert blas.matmul(a, b, out) is out and (out == 600).all()
+    with one_blas_thread():  # (where one product is cut)
+        for shape in ((601, 600), (600, 601), (360000,)):
+            out = np.full(shape, 7.0)
+            with pytest.raises(ValueError):
+                blas.matmul(a, b, out)
+            assert (out == 7.0).all()
+        out = np.zeros((1, 600, 600))
+        assert blas.matmul(a, b, out) is out and (out == 600).all()
     assert blas.matmul([[1.0, 2.0]], [[3.0], [4.0]]).tolist() == [[11.0]]
 
 

@@ -81,13 +81,11 @@ def one_blas_thread(dtype=None):
 
 
 SPLIT_FLOPS = 1 << 22  # a stack of GEMMs is shared among threads from this much work
-# ... and one GEMM from this much (or from SPLIT_FLOPS where BLAS is on one thread already,
-# inside one_blas_thread): below it the parts' calls cost more than OpenBLAS's own threads
-# save when the machine is idle (256^3: 0.85-0.95 ms against 0.52, one BLAS thread 0.78;
-# 512^3 4.2-4.7 against 4.0; 1024^3 29-31 against 28), though beside one busy process
-# OpenBLAS's even split waits for the delayed thread (256^3: 15 ms, a 120 x 7680 Gram
-# 248 ms against 6.7)
-SPLIT_ONE_FLOPS = 1 << 27
+# ... and so is one GEMM inside one_blas_thread (a tensor-train rounding), where OpenBLAS
+# has one thread; outside it OpenBLAS's own threads start faster on an idle machine (512^3
+# cut in parts: 4.2-4.7 ms against 4.0, a 512 GEMM-and-sum loop 0.86x NumPy's), though
+# beside one busy process their even split waits for the delayed thread (256^3: 15 ms
+# against 1.8 in parts, a 120 x 7680 Gram 248 ms against 6.7)
 # parts per thread, taken as threads come free: a core that another process (or torch's
 # and Numba's spinning workers) slows does fewer of them (one part each: the stack of
 # 256 64 x 64 float32 products ran 0.88x np.matmul inside a full 'tenalg bench --quick',
@@ -98,12 +96,11 @@ GRAM_SIZE = 1 << 16
 
 
 def splits(g, m, n, k, limited=None):
-    """Whether a stack of ``g`` products (m x k) (k x n), or one product, has the work to
-    share among threads (:func:`matmul`): a contraction asks when it is planned
-    (``limited`` None: whether it may, where BLAS is on one thread), :func:`matmul` when
-    it runs (whether BLAS is on one thread now)."""
-    flops = 2 * g * m * n * k
-    return flops >= SPLIT_FLOPS and (limited is not False or g > 1 or flops >= SPLIT_ONE_FLOPS)
+    """Whether a stack of ``g`` products (m x k) (k x n), or one product where BLAS is on
+    one thread (``limited``), has the work to share among threads (:func:`matmul`): a
+    contraction asks when it is planned (``limited`` None: whether it may), :func:`matmul`
+    when it runs (whether BLAS is on one thread now)."""
+    return 2 * g * m * n * k >= SPLIT_FLOPS and (g > 1 or limited is not False)
 
 
 @functools.cache
@@ -120,10 +117,9 @@ def matmul(a, b, out=None):
     BLAS thread: a stack of equal batch (a (g, m, k), b (g, k, n)) cut along g, one
     product (2-d, or a stack of one) cut along the longer of m and n, or along k where k
     is over four times both and the output small (a Gram matrix, :data:`GRAM_SIZE`: the
-    parts' products summed), where the work
-    is at least :data:`SPLIT_FLOPS` (a stack, or one product inside
-    :func:`one_blas_thread`) or :data:`SPLIT_ONE_FLOPS` (one product); from the main
-    thread only, where ``out`` shares no memory with ``a`` or ``b``.
+    parts' products summed) inside :func:`one_blas_thread`, where the work is at least
+    :data:`SPLIT_FLOPS`; from the main thread only, where ``out`` shares no memory with
+    ``a`` or ``b``.
 
     OpenBLAS's own threads split a product evenly and wait for each other: beside one
     busy process, rounding a (d 8, n 64, r 40) train, whose tall Gram and Cholesky
@@ -132,7 +128,8 @@ def matmul(a, b, out=None):
     >>> a = np.ones((64, 64, 64))
     >>> bool((matmul(a, a, np.empty_like(a)) == 64).all())
     True
-    >>> bool((matmul(np.ones((64, 2 ** 16)), np.ones((2 ** 16, 32))) == 2 ** 16).all())
+    >>> with one_blas_thread():
+    ...     bool((matmul(np.ones((64, 4096)), np.ones((4096, 32))) == 4096).all())
     True
     """
     if (type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != b.ndim
