@@ -300,8 +300,8 @@ class Pairwise:
         self.split = blas.splits(self.batch_size, self.m, self.n, self.k)
         # an outer product (k = 1) is NumPy's broadcast product, the same values (one term
         # each): GEMM with k = 1 ran at a third of its speed
-        self.product = np.multiply if self.k == 1 else np.matmul
-        self.matmul = blas.matmul if self.split and self.k > 1 else self.product
+        product = np.multiply if self.k == 1 else np.matmul
+        self.matmul = blas.matmul if self.split and self.k > 1 else product
         self._choose(sa, sb, sd, free_a, free_b, inner)
         self._epilogues = {}
 

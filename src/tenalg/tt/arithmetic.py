@@ -141,11 +141,10 @@ def contract_vectors(a, vectors):
     for k, (core, v) in enumerate(zip(a.cores, vectors, strict=True)):
         if v.shape != (core.dd,):
             raise OperationError(f"vector {k} has shape {v.shape}, mode {k} has extent {core.dd}")
-    cores = _contiguous(a)
-    m = None if cores is None else smallchain.contract_vectors(cores[0], vectors)
-    if m is not None:
-        return m[0, 0] if a.closed else m
-    log = 0.0
+    result = _compiled_contraction(a, vectors)
+    if result is not None:
+        return result
+    m, log = None, 0.0
     for core, v in zip(a.cores, vectors, strict=True):
         step = core.matvec(v)
         m = step if m is None else m @ step
@@ -163,9 +162,16 @@ def sum(a):
     if isinstance(a, TrainPack):
         return a.map(sum)
     a._need_cores("sum")
-    cores = _contiguous(a)
-    if cores is not None:  # one array of ones for every mode (np.ones costs 2 us a call)
-        m = smallchain.contract_vectors(cores[0], np.ones(int(math.fsum(a.dims)), a.dtype))
-        if m is not None:
-            return m[0, 0] if a.closed else m
+    # one array of ones for every mode (np.ones costs 2 us a call)
+    result = _compiled_contraction(a, np.ones(int(math.fsum(a.dims)), a.dtype))
+    if result is not None:
+        return result
     return contract_vectors(a, [np.ones(c.dd, dtype=a.dtype) for c in a.cores])
+
+
+def _compiled_contraction(a, vectors):
+    """contract_vectors of a contiguous train by the compiled chain
+    (:func:`~tenalg.tt.linalg.smallchain.contract_vectors`), or None."""
+    cores = _contiguous(a)
+    m = None if cores is None else smallchain.contract_vectors(cores[0], vectors)
+    return None if m is None else m[0, 0] if a.closed else m

@@ -27,7 +27,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...blas import one_blas_thread
 from ...dtypes import real_type
 from ...linalg import householder
 from ...linalg.lapackcalls import unit_roundoff
@@ -188,8 +187,7 @@ def randomized(summands, coefficients, eps, max_rank, rng):
     for c in range(d - 1):
         y = sum(einsum("gknr,grl->gknl", zj, wj) for zj, wj in zip(z, w[c], strict=True))
         _, k, n, big = y.shape
-        with one_blas_thread(y.dtype):
-            q, _ = householder.qr(y.reshape(g, k * n, big))
+        q, _ = householder.qr(y.reshape(g, k * n, big))  # (inside rounding.run's one thread)
         out.append(q.reshape(g, k, n, q.shape[2]))
         m = [einsum("gml,gmr->glr", q.conj(), zj.reshape(g, k * n, -1)) for zj in z]
         z = [einsum("glr,grnb->glnb", mj, s_[c + 1]) for mj, s_ in zip(m, summands, strict=True)]
