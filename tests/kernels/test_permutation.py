@@ -167,6 +167,23 @@ def test_permute_stages_tiles_along_the_axis_out_rows_go_on_along(dtypes, unary,
     assert (f"{runs} tiles along the next axis at once" in about) == staged, about
 
 
+@pytest.mark.parametrize("dtypes", [(F64, F64), (F32, F16), (BF16, F32), (C128, C128)])
+@pytest.mark.parametrize("unary, alpha", [(Unary.IDENTITY, 1), (Unary.NEGATE, 3)])
+@pytest.mark.parametrize("tile, axes", [((2, 2), (0, 2, 1)), ((3, 5), (0, 2, 1)),
+                                        ((8, 8), (0, 2, 1)), ((2, 3), (2, 1, 0))])
+def test_permute_small_tiles_taken_many_along_the_next_axis(dtypes, unary, alpha, tile,
+                                                           axes):
+    """Tiles smaller than _SMALL_TILE elements at 1001 positions of the axis before them
+    (not a multiple of the run, an odd step, a negative one) are taken in runs along it,
+    element by element below whole 8 x 8 blocks, scaled and converted on the way."""
+    shape = (1001, *tile) if axes == (0, 2, 1) else (tile[0], 1001, tile[1])
+    a = values(np.random.default_rng(13), (shape[0] * 2, *shape[1:]), dtypes[0])[::-2]
+    view = a.transpose(axes)
+    about = permuted_like_reference(np.empty(view.shape, dtypes[1]), view, alpha, unary)
+    runs = permutation._SMALL_TILE // (tile[0] * tile[1])
+    assert f"{runs} tiles along the next axis at once" in about, about
+
+
 def test_permute_tile_groups():
     """A tile grid wider than one group of tiles, with partial groups at the edges."""
     a = values(np.random.default_rng(5), (1100, 9, 600), F32)

@@ -352,6 +352,14 @@ def _tiles(out, a, dst, src, sor, sar, mr, sop, soq, sap, saq, mp, mq, alpha, fm
     tile, of the second... (runs of mr * mp where out's rows go on from tile to tile;
     each of out's lines written whole at once).  ``stream``: out's lines may be streamed
     (the buffer's never are)."""
+    if not staged and mp * mq < _MICRO * _MICRO:  # small tiles: element by element, no blocks
+        for r in range(mr):
+            o, s = dst + r * sor, src + r * sar
+            for j in range(mq):
+                for i in range(mp):
+                    out[_U(o + i * sop + j * soq)] = _moved(
+                        out, a[_U(s + i * sap + j * saq)], alpha, fmt, mark)
+        return
     if not staged:
         for r in range(mr):
             _copy_tile(out, a, dst + r * sor, src + r * sar, sop, soq, sap, saq, mp, mq,
