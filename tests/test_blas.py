@@ -70,12 +70,15 @@ def test_complex_data_keeps_the_setting(two_threads):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 @pytest.mark.parametrize("g, m, k, n", [(256, 64, 64, 64), (7, 100, 90, 80), (3, 200, 10, 300),
-                                        (1000, 8, 8, 8), (2, 4, 4, 4)])
-def test_matmul_matches_numpy(g, m, k, n, dtype, monkeypatch):
-    """Split stacks (enough work) and unsplit ones alike, into strided outs too."""
+                                        (1000, 8, 8, 8), (2, 4, 4, 4), (16, 128, 128, 128),
+                                        (200, 32, 32, 32)])
+@pytest.mark.parametrize("broadcast", ["", "a", "b"])
+def test_matmul_matches_numpy(g, m, k, n, dtype, broadcast, monkeypatch):
+    """Split stacks (enough work, of small products) and unsplit ones alike, into strided
+    outs too; either operand may be one matrix broadcast along the stack."""
     rng = np.random.default_rng(g + m)
-    a = rng.standard_normal((g, m, k)).astype(dtype)
-    b = rng.standard_normal((g, n, k)).astype(dtype).swapaxes(1, 2)  # strided
+    a = rng.standard_normal((1 if broadcast == "a" else g, m, k)).astype(dtype)
+    b = rng.standard_normal((1 if broadcast == "b" else g, n, k)).astype(dtype).swapaxes(1, 2)
     parts = []
     pool = blas._pool
     monkeypatch.setattr(blas, "_pool", lambda w, pid: parts.append(w) or pool(w, pid))
@@ -83,7 +86,9 @@ def test_matmul_matches_numpy(g, m, k, n, dtype, monkeypatch):
     assert blas.matmul(a, b, out) is out
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out, np.matmul(a, b), rtol=tol, atol=tol * k)
-    split = 2 * g * m * k * n >= blas.SPLIT_FLOPS and numba.get_num_threads() > 1
+    flops = 2 * g * m * k * n
+    split = (blas.STACK_SPLIT_FLOPS <= flops < g * blas.SPLIT_FLOPS
+             and numba.get_num_threads() > 1)
     assert bool(parts) == split
 
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tenalg as ta
-from tenalg.contraction import blasable, find_path, fold, fused
+from tenalg.contraction import blasable, find_path, fold, fused, gemm_layout
 
 LABELS = "abcdef"
 
@@ -141,6 +141,63 @@ def test_gemm_lowering_copies_only_what_it_must(expr, shapes, copies):
     assert "GEMM" in text
     assert f"copies: {copies}" in text or (copies != "none" and "copies: none" not in text)
     np.testing.assert_allclose(plan.execute(a, b), np.einsum(expr, a, b), rtol=1e-12)
+
+
+LIFTS = [  # (expression, shapes, what the plan copies, its batch modes)
+    ("lnr,n->lr", [(20, 8, 24), (8,)], "none", "l"),
+    ("n,lnr->rl", [(8,), (20, 8, 24)], "none", "l"),
+    ("lnr,nm->lmr", [(20, 8, 24), (8, 5)], "none", "l"),
+    ("abcd,c->adb", [(3, 4, 6, 32), (6,)], "none", "a b"),
+    ("blnr,bn->blr", [(3, 20, 8, 24), (3, 8)], "none", "b l"),
+    ("lnr,mnk->lrmk", [(20, 8, 24), (3, 8, 4)], "B", "l"),  # one operand at most
+    ("lnr,nm->lmr", [(20, 8, 24), (8, 32)], "A", "-"),  # wide products: one GEMM
+    ("lnr,n->lr", [(500, 2, 2), (2,)], "A", "-"),  # small slices: one GEMM
+]
+
+
+@pytest.mark.parametrize(("expr", "shapes", "copies", "batch"), LIFTS)
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_operands_with_contracted_modes_inside_become_stacks(expr, shapes, copies, batch,
+                                                             dtype):
+    """An operand whose contracted mode lies between its free ones is read in place as a
+    stack of matrices along its outer free modes, the other operand broadcast along them
+    (it had been copied): with narrow products and slices of 128 elements or more.  The
+    values against np.einsum: stacks reversed with a step of 2, both operands conjugated
+    (the product's conjugate), alpha and beta into a strided output."""
+    ins, out = expr.split("->")
+    ma, mb = ins.split(",")
+    rng = np.random.default_rng(4)
+    a, b = (values(rng, (2 * s[0], *s[1:]), dtype)[::-2] if len(s) > 2
+            else values(rng, s, dtype) for s in shapes)
+    unary = "conjugate" if np.iscomplexobj(a) else "identity"
+    shape = np.einsum(expr, a, b).shape
+    d = values(rng, (*shape[:-1], 2 * shape[-1]), dtype)[..., ::2]
+    c = values(rng, shape, dtype)
+    plan = ta.Plan(ta.Operation.contraction(
+        ta.Operand(a, ma, unary), ta.Operand(b, mb, unary), ta.Operand(c, out),
+        out=ta.TensorDescriptor.from_array(d), out_modes=out))
+    text = plan.explain()
+    assert f"modes: batch {batch};" in text if batch != "-" else "modes: batch" not in text
+    assert f"copies: {copies}" in text if copies == "none" else f"copies: {copies} (" in text
+    plan.execute_into(d, a, b, c, alpha=1.5, beta=-2)
+    want = 1.5 * np.einsum(expr, *(np.conj(x) if unary == "conjugate" else x
+                                   for x in (a, b))) - 2 * c
+    np.testing.assert_allclose(d, want, rtol=1e-5 if dtype == np.complex64 else 1e-12,
+                               atol=1e-4 if dtype == np.complex64 else 1e-12)
+    np.testing.assert_allclose(ta.einsum(expr, a, b), np.einsum(expr, a, b),
+                               rtol=1e-5 if dtype == np.complex64 else 1e-12, atol=1e-4)
+
+
+def test_gemm_layout_puts_the_lifted_operands_free_modes_innermost():
+    """The output layout that einsum allocates follows the lift: the lifted modes after
+    the batch modes, the lifted operand's other free modes innermost (C order here; it
+    had been (l, r, m) with m innermost, a slower product)."""
+    a, b = np.ones((100, 32, 100)), np.ones((32, 8))
+    layout = gemm_layout(ta.Operand(a, "lnr"), ta.Operand(b, "nm"), "lmr", np.float64)
+    assert layout.strides == (800, 100, 1)
+    assert ta.einsum("lnr,nm->lmr", a, b).flags.c_contiguous
+    layout = gemm_layout(ta.Operand(b, "nm"), ta.Operand(a, "lnr"), "mlr", np.float64)
+    assert layout.strides == (100, 800, 1)
 
 
 def test_a_dot_of_strided_or_broadcast_vectors_reads_them_in_place():

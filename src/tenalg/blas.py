@@ -80,17 +80,24 @@ def one_blas_thread(dtype=None):
             limiter.restore_original_limits()
 
 
-SPLIT_FLOPS = 1 << 22  # a stack of GEMMs is shared among threads from this much work
-# ... and so is one GEMM inside one_blas_thread (a tensor-train rounding), where OpenBLAS
-# has one thread; outside it OpenBLAS's own threads start faster on an idle machine (512^3
+# Inside one_blas_thread (a tensor-train rounding), where OpenBLAS has one thread, a stack
+# of GEMMs or one GEMM is shared among threads from this much work; outside it one GEMM
+# stays OpenBLAS's, whose own threads start faster on an idle machine (512^3
 # cut in parts: 4.2-4.7 ms against 4.0, a 512 GEMM-and-sum loop 0.86x NumPy's), though
 # beside one busy process their even split waits for the delayed thread (256^3: 15 ms
 # against 1.8 in parts, a 120 x 7680 Gram 248 ms against 6.7)
+SPLIT_FLOPS = 1 << 22
 # parts per thread, taken as threads come free: a core that another process (or torch's
 # and Numba's spinning workers) slows does fewer of them (one part each: the stack of
 # 256 64 x 64 float32 products ran 0.88x np.matmul inside a full 'tenalg bench --quick',
 # against 1.45-1.8x alone)
 PARTS_PER_THREAD = 4
+# Outside one_blas_thread cutting a stack costs about 0.2 ms (entering one_blas_thread,
+# handing parts to the pool): a stack is cut from this much work, of products that
+# OpenBLAS's threads take poorly one by one (medians against np.matmul, float64, 2-core
+# Zen 3 VM: g 100 of 8 x 32 x 100, 5 MFLOP, 2.0x slower; 200 of 32^3, 13 MFLOP, 1.3x;
+# 400 of 32^3 0.67x, 128 of 64^3 0.44x; 16 of 128^3, products of SPLIT_FLOPS, 1.56x)
+STACK_SPLIT_FLOPS = 1 << 24
 # the largest product cut along k (each part then needs an output of its own, summed)
 GRAM_SIZE = 1 << 16
 
@@ -99,8 +106,13 @@ def splits(g, m, n, k, limited=None):
     """Whether a stack of ``g`` products (m x k) (k x n), or one product where BLAS is on
     one thread (``limited``), has the work to share among threads (:func:`matmul`): a
     contraction asks when it is planned (``limited`` None: whether it may), :func:`matmul`
-    when it runs (whether BLAS is on one thread now)."""
-    return 2 * g * m * n * k >= SPLIT_FLOPS and (g > 1 or limited is not False)
+    when it runs (whether BLAS is on one thread now).  Where BLAS has its threads, a
+    stack is cut only from :data:`STACK_SPLIT_FLOPS`, of products under
+    :data:`SPLIT_FLOPS` each."""
+    flops = 2 * g * m * n * k
+    if flops < SPLIT_FLOPS or (limited is False and g == 1):
+        return False
+    return limited is not False or STACK_SPLIT_FLOPS <= flops < g * SPLIT_FLOPS
 
 
 @functools.cache
@@ -114,12 +126,12 @@ def matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)``, with the work shared among the threads
     (``numba.get_num_threads()``, as tenalg's kernels use) in :data:`PARTS_PER_THREAD`
     parts per thread, which the threads take in turn, each part a ``np.matmul`` on one
-    BLAS thread: a stack of equal batch (a (g, m, k), b (g, k, n)) cut along g, one
-    product (2-d, or a stack of one) cut along the longer of m and n, or along k where k
-    is over four times both and the output small (a Gram matrix, :data:`GRAM_SIZE`: the
-    parts' products summed) inside :func:`one_blas_thread`, where the work is at least
-    :data:`SPLIT_FLOPS`; from the main thread only, where ``out`` shares no memory with
-    ``a`` or ``b``.
+    BLAS thread: a stack (a (g, m, k), b (g, k, n), either a stack of one matrix,
+    broadcast) cut along g, one product (2-d, or a stack of one) cut along the longer of m
+    and n, or along k where k is over four times both and the output small (a Gram
+    matrix, :data:`GRAM_SIZE`: the parts' products summed) inside
+    :func:`one_blas_thread`, where the work is enough (:func:`splits`); from the main
+    thread only, where ``out`` shares no memory with ``a`` or ``b``.
 
     OpenBLAS's own threads split a product evenly and wait for each other: beside one
     busy process, rounding a (d 8, n 64, r 40) train, whose tall Gram and Cholesky
@@ -133,20 +145,23 @@ def matmul(a, b, out=None):
     True
     """
     if (type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != b.ndim
-            or a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[0] != b.shape[0])
-            or (out is not None and out.shape != a.shape[:-1] + b.shape[-1:])
-            or not splits(a.shape[0] if a.ndim == 3 else 1, a.shape[-2], b.shape[-1],
-                          a.shape[-1], limited=_depth > 0)):
+            or a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[0] != b.shape[0]
+                                        and 1 not in (a.shape[0], b.shape[0]))
+            or (out is not None and out.shape != _product_shape(a, b))
+            or not splits(max(a.shape[0], b.shape[0]) if a.ndim == 3 else 1, a.shape[-2],
+                          b.shape[-1], a.shape[-1], limited=_depth > 0)):
         return np.matmul(a, b, out=out)  # (small ones first: the cheap checks)
     threads = numba.get_num_threads()
     if (threads < 2 or threading.current_thread() is not threading.main_thread()
             or (out is not None and (np.may_share_memory(out, a)
                                      or np.may_share_memory(out, b)))):
         return np.matmul(a, b, out=out)
-    out = np.empty(a.shape[:-1] + b.shape[-1:], np.result_type(a, b)) if out is None else out
-    g, (m, k), n = (a.shape[0] if a.ndim == 3 else 1), a.shape[-2:], b.shape[-1]
-    if g > 1:
-        _shared(lambda lo, hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]), g, threads)
+    out = np.empty(_product_shape(a, b), np.result_type(a, b)) if out is None else out
+    g, (m, k), n = (out.shape[0] if a.ndim == 3 else 1), a.shape[-2:], b.shape[-1]
+    if g > 1:  # (an operand of one matrix is broadcast along the stack)
+        _shared(lambda lo, hi: np.matmul(a[lo:hi] if len(a) > 1 else a,
+                                         b[lo:hi] if len(b) > 1 else b, out=out[lo:hi]),
+                g, threads)
         return out
     if k <= 4 * max(m, n) or m * n > GRAM_SIZE:  # (cutting k: the parts' products summed)
         if m >= n:
@@ -161,6 +176,11 @@ def matmul(a, b, out=None):
                                                    out=terms[p]), k, threads, numbered=True)
         np.sum(terms[:len(cuts) - 1], axis=0, out=out)
     return out
+
+
+def _product_shape(a, b):
+    """The shape of ``np.matmul(a, b)`` for two stacks of one depth (or matrices)."""
+    return tuple(map(max, a.shape[:-2], b.shape[:-2])) + (a.shape[-2], b.shape[-1])
 
 
 def _shared(work, size, threads, numbered=False):
