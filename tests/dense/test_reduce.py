@@ -139,6 +139,32 @@ def test_diagonal_reductions_match_einsum(kernels, data, dtype):
                                atol=4 * tolerance(dtype) * (np.abs(wide(a)).sum() + 1))
 
 
+@pytest.mark.parametrize("kernels", [*KERNELS, "auto"])
+def test_sums_along_repeating_axes_multiply_once(kernels):
+    """Reduced axes along which the input does not move (stride 0, a broadcast) are read
+    once: a sum is its extent times the term, the correctly rounded n x, where NumPy
+    adds x over and over (1000 x had come 3e-14 off); min and max are the term; with
+    alpha, and beside a reduced axis that moves; a product is left as it is."""
+    rng = np.random.default_rng(8)
+    row = np.concatenate([rng.standard_normal(509), [np.inf, np.nan, -0.0]])
+    a = np.broadcast_to(row, (1000, 512))
+    got = run(kernels, a, "ij", "j")
+    np.testing.assert_array_equal(got, row * 1000.0)
+    plan = ta.Plan(ta.Operation.reduction(ta.Operand(a, "ij"), out_modes="j"),
+                   backend=kernels)
+    assert "the sum times 1000" in plan.explain() or plan.backend == "direct"
+    np.testing.assert_array_equal(run(kernels, a, "ij", "j", alpha=-0.5), row * -500.0)
+    for op in ("min", "max"):
+        np.testing.assert_array_equal(run(kernels, a, "ij", "j", op=op), row)
+    cube = np.broadcast_to(rng.standard_normal((6, 1, 7)), (6, 50, 7))
+    got = run(kernels, cube, "abc", "c")  # per output, 50 times the sum over a
+    exact = [math.fsum(50.0 * x for x in cube[:, 0, k]) for k in range(7)]
+    np.testing.assert_allclose(got, exact, rtol=4 * tolerance(np.float64))
+    powers = np.broadcast_to(np.array([1.5, -1.0]), (7, 2))
+    np.testing.assert_array_equal(run(kernels, powers, "ij", "j", op="product"),
+                                  [1.5**7, -1.0])
+
+
 def test_pairwise_accuracy_against_fsum():
     rng = np.random.default_rng(0)
     x = rng.uniform(0, 1, 2**20).astype(np.float32)

@@ -63,7 +63,7 @@ class CpuRunner(StridedRunner):
         elif call is _COMPILING:
             self._twin.run(out, arrays, scalars)
         elif call is not None:
-            call.run((out, *arrays), tuple(scalars.values()))
+            call.run((out, *arrays), tuple(self.scaled(scalars).values()))
         else:
             name, args, kwargs = self.request(out, arrays, scalars)
             with cpu.on_threads(self._threads):

@@ -15,24 +15,46 @@ kernels with it.
 import math
 
 from .. import layout
-from ..descriptors import Unary
+from ..descriptors import Reduce, Unary
 
 _LAST = [None, None]  # the last operation analysed and its analysis (see analysis)
 
 
 def analysis(op):
-    """(loops, output recipe, operand recipes) of a permutation, reduction or elementwise
-    operation.  The last one is kept: a plan asks several backends about one operation."""
+    """(loops, output recipe, operand recipes, the factor alpha is multiplied by) of a
+    permutation, reduction or elementwise operation.  The last one is kept: a plan asks
+    several backends about one operation."""
     last_op, last = _LAST
     if last_op is op:
         return last
     loops = layout.analyse(op.out_modes, op.extents, *_layouts(op))
+    loops, factor = _repeats(op, loops)
     free = tuple(loop for loop in loops if not loop.reduced)
     recipes = [layout.view_recipe(x.modes, x.descriptor, loops if k < len(op.inputs) else free)
                for k, x in enumerate(op.operands)]
-    result = loops, layout.view_recipe(op.out_modes, op.output, free), recipes
+    if factor is not None:  # the input's view skips the loops taken out
+        recipes[0] = ("strided", tuple(loop.extent for loop in loops),
+                      tuple(loop.strides[1] for loop in loops))
+    result = loops, layout.view_recipe(op.out_modes, op.output, free), recipes, factor
     _LAST[:] = op, result
     return result
+
+
+def _repeats(op, loops):
+    """(the loops, the factor alpha is multiplied by, or None): a reduction's reduced loops
+    along which its input does not move (stride 0: a broadcast) are taken out, each sum
+    then its extent times one term (once rounded, where adding the term over and over
+    rounds at every step), a min or max the term itself.  Summed so, NumPy's sum of a
+    (1000, 512) float64 broadcast of a row over axis 0 took 106 us, tenalg's 416."""
+    if op.kind != "reduction" or Reduce.coerce(op.op) is Reduce.PRODUCT:
+        return loops, None
+    repeats = [loop for loop in loops
+               if loop.reduced and loop.strides[1] == 0 and loop.extent > 1]
+    if not repeats:
+        return loops, None
+    factor = math.prod(loop.extent for loop in repeats) if (
+        Reduce.coerce(op.op) is Reduce.SUM) else 1
+    return [loop for loop in loops if loop not in repeats], factor
 
 
 def _layouts(op):
@@ -54,13 +76,21 @@ class StridedRunner:
 
     def __init__(self, operation):
         self.operation = operation
-        self.loops, self._out_recipe, self._recipes = analysis(operation)
+        self.loops, self._out_recipe, self._recipes, self.factor = analysis(operation)
         self._skip = operation.output.elements == 0
+
+    def scaled(self, scalars):
+        """``scalars`` with alpha times :attr:`factor` (the extent of the loops along
+        which a sum's input repeats itself: :func:`_repeats`), where there is one."""
+        if self.factor is None or self.factor == 1:
+            return scalars
+        return dict(scalars, alpha=scalars["alpha"] * self.factor)
 
     def request(self, out, arrays, scalars):
         """(kernel function name, positional, keyword arguments) of one execution: the
         arrays as views in the analysed layout, the operation's options, the scalars."""
         op = self.operation
+        scalars = self.scaled(scalars)
         out_view = layout.apply_recipe(out, self._out_recipe, writeable=True)
         views = [layout.apply_recipe(x, r) for x, r in zip(arrays, self._recipes, strict=True)]
         if op.kind == "permutation":
@@ -81,8 +111,12 @@ class StridedRunner:
         """The modes before the analysis and the loops after it, one line each."""
         op = self.operation
         before = layout.mode_records(op.out_modes, op.extents, *_layouts(op))
-        return [f"modes before: {layout.describe(before)}",
-                f"loops after:  {layout.describe(self.loops)}"]
+        lines = [f"modes before: {layout.describe(before)}",
+                 f"loops after:  {layout.describe(self.loops)}"]
+        if self.factor is not None:
+            lines.append("read once along the reduced axes where A repeats itself (stride 0)"
+                         + (f", the sum times {self.factor}" if self.factor != 1 else ""))
+        return lines
 
     @property
     def kernel_name(self):
