@@ -156,6 +156,11 @@ def test_sums_along_repeating_axes_multiply_once(kernels):
     np.testing.assert_array_equal(run(kernels, a, "ij", "j", alpha=-0.5), row * -500.0)
     for op in ("min", "max"):
         np.testing.assert_array_equal(run(kernels, a, "ij", "j", op=op), row)
+    four = np.broadcast_to(row[:8], (4, 8))  # alpha 1/4 makes the kernel's alpha 1: a
+    plan = ta.Plan(ta.Operation.reduction(ta.Operand(four, "ij"), out_modes="j"),
+                   backend=kernels)  # call of its own, not the one for alpha 3
+    for alpha in (0.25, 3.0, 0.25):
+        np.testing.assert_array_equal(plan.execute(four, alpha=alpha), 4 * alpha * row[:8])
     cube = np.broadcast_to(rng.standard_normal((6, 1, 7)), (6, 50, 7))
     got = run(kernels, cube, "abc", "c")  # per output, 50 times the sum over a
     exact = [math.fsum(50.0 * x for x in cube[:, 0, k]) for k in range(7)]

@@ -76,8 +76,8 @@ class CpuRunner(StridedRunner):
         # the call depends on which scalars are 1 or 0 (they select codes) and the threads;
         # a plan passes the same object for its default scalars, so the last is kept
         seen, pattern = self._last
-        if scalars is not seen:
-            pattern = tuple((v == 1, v == 0) for v in scalars.values())
+        if scalars is not seen:  # (as the kernel gets them: alpha times the factor)
+            pattern = tuple((v == 1, v == 0) for v in self.scaled(scalars).values())
             self._last = scalars, pattern
         self._threads = threads = cpu.thread_count(self._work)
         key = (pattern, threads)
