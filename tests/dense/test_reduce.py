@@ -144,7 +144,8 @@ def test_sums_along_repeating_axes_multiply_once(kernels):
     """Reduced axes along which the input does not move (stride 0, a broadcast) are read
     once: a sum is its extent times the term, the correctly rounded n x, where NumPy
     adds x over and over (1000 x had come 3e-14 off); min and max are the term; with
-    alpha, and beside a reduced axis that moves; a product is left as it is."""
+    alpha, and beside a reduced axis that moves; products, and complex sums (whose
+    infinities a complex product makes NaN), are left as they are."""
     rng = np.random.default_rng(8)
     row = np.concatenate([rng.standard_normal(509), [np.inf, np.nan, -0.0]])
     a = np.broadcast_to(row, (1000, 512))
@@ -165,6 +166,9 @@ def test_sums_along_repeating_axes_multiply_once(kernels):
     got = run(kernels, cube, "abc", "c")  # per output, 50 times the sum over a
     exact = [math.fsum(50.0 * x for x in cube[:, 0, k]) for k in range(7)]
     np.testing.assert_allclose(got, exact, rtol=4 * tolerance(np.float64))
+    infinite = np.broadcast_to(np.array([np.inf + 1j, 1j * np.inf]), (17, 2))
+    np.testing.assert_array_equal(run(kernels, infinite, "ij", "j"),  # not inf + nan j
+                                  np.sum(np.ascontiguousarray(infinite), axis=0))
     powers = np.broadcast_to(np.array([1.5, -1.0]), (7, 2))
     np.testing.assert_array_equal(run(kernels, powers, "ij", "j", op="product"),
                                   [1.5**7, -1.0])

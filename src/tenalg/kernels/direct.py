@@ -166,9 +166,9 @@ def _reduction(op, allocate):
     out_axes = tuple(op.out_modes.index(m) for m in kept)  # out viewed in A's mode order
     ufunc = _UFUNCS[op.op]
     # reduced axes along which A repeats itself (stride 0): read once, a sum then times
-    # their extent (as the strided backends do: backends.strided._repeats)
+    # their extent (as the strided backends do, not in complex: backends.strided._repeats)
     d = a.descriptor
-    repeats = () if ufunc is np.multiply else tuple(
+    repeats = () if ufunc is np.multiply or is_complex(d.dtype) else tuple(
         k for k in reduced if d.strides[k] == 0 and d.extents[k] > 1)
     once = tuple(slice(0, 1) if k in repeats else slice(None) for k in range(len(a.modes)))
     factor = math.prod(d.extents[k] for k in repeats) if ufunc is np.add else 1
