@@ -184,6 +184,28 @@ def test_permute_small_tiles_taken_many_along_the_next_axis(dtypes, unary, alpha
     assert f"{runs} tiles along the next axis at once" in about, about
 
 
+@pytest.mark.parametrize("dtypes", [(F64, F64), (F32, F16), (C128, C128)])
+@pytest.mark.parametrize("unary, alpha", [(Unary.IDENTITY, 1), (Unary.NEGATE, 3)])
+@pytest.mark.parametrize("stream", [False, True])
+def test_permute_small_row_tiles_taken_at_many_outer_positions(dtypes, unary, alpha,
+                                                               stream):
+    """Row tiles (rows of 5 in 2 x 3 tiles) smaller than _SMALL_TILE elements are taken at
+    runs of outer positions (2 x 1001 of them, merged into one odd count; reversed), the
+    last run shorter; plain, scaled and converting, streamed or not.  (Scaled into
+    float16 the kernel rounds the exact product once, the reference through float32:
+    three of these 60060 elements differ by an ulp, so conversions compare to one.)"""
+    a = values(np.random.default_rng(17), (2, 2002, 3, 2, 5), dtypes[0])[:, ::-2]
+    view = a.transpose(0, 1, 3, 2, 4)
+    out, want = np.empty(view.shape, dtypes[1]), np.empty(view.shape, dtypes[1])
+    compute = compute_for(*dtypes)
+    with streaming(stream):
+        call = cpu.permute_call(out, view, alpha=alpha, unary=unary, compute=compute)
+        call.run((out, view), (alpha,))
+    reference.permute(want, view, alpha=alpha, unary=unary, compute=compute)
+    assert_same(out, want, exact=dtypes[0] == dtypes[1])
+    assert "tiles along the outer axes at once" in call.about, call.about
+
+
 def test_permute_tile_groups():
     """A tile grid wider than one group of tiles, with partial groups at the edges."""
     a = values(np.random.default_rng(5), (1100, 9, 600), F32)

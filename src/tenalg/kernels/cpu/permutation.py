@@ -125,9 +125,11 @@ def _permute_call(out_layout, a_layout, code, scale, compute, threads):
     stream = _streams(shape, out_layout[2])
     if twins is _ROW_TILES:
         stream = stream and code < 0  # rows moved as they are
+        run = _outer_run(shape, tiles)
         about = (f"rows of up to {tiles[2]} elements, in tiles of {tiles[0]} x {tiles[1]} "
-                 "rows" + (", streamed past the caches" if stream else ""))
-        tiles = np.array([*tiles, stream], np.int64)
+                 "rows" + (f", {run} tiles along the outer axes at once" if run > 1 else "")
+                 + (", streamed past the caches" if stream else ""))
+        tiles = np.array([*tiles, stream, run], np.int64)
     else:
         how, staged, side = _tile_moves(out_layout[2], a_layout[2], strides, code, compute)
         # staged rows stream from their buffer, blocks where a block row is a whole line
@@ -202,6 +204,15 @@ def _small_along_r(shape, tiles):
         return 1
     tile = min(tiles[0], shape[-1]) * min(tiles[1], shape[-2])
     return int(max(1, min(shape[-3], _SMALL_TILE // tile)))
+
+
+def _outer_run(shape, tiles):
+    """How many outer positions the row-tile kernel takes a small tile at (fewer than
+    :data:`_SMALL_TILE` elements), as :func:`_small_along_r` for the tile kernel: rows
+    of 5 float64 in 2 x 2 tiles of (20000, 2, 2, 5) permuted (0, 2, 1, 3) took 1.1 ms on
+    two threads, NumPy's copy 0.9."""
+    outer = math.prod(shape[:-3])
+    return int(max(1, min(outer, _SMALL_TILE // max(1, math.prod(tiles)))))
 
 
 def _staged_along_r(shape, strides, tiles, itemsize):

@@ -147,10 +147,11 @@ def _row_tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, o
     out's next axis p (second last) and a's, q (third last); rows of a tile are written
     in out's order.  A plain copy (code < 0) moves the elements as they are, contiguous
     rows in vector runs (:func:`_copy_run`), streamed past the caches where tiles[3]
-    (each task then ends with a store fence)."""
+    (each task then ends with a store fence).  A step of the parallel loop takes one
+    tile at tiles[4] consecutive outer positions (small tiles: :func:`_outer_run`)."""
     nd = shape.shape[0]
     r, p, q = nd - 1, nd - 2, nd - 3
-    tile_p, tile_q, tile_r, stream = tiles[0], tiles[1], tiles[2], tiles[3]
+    tile_p, tile_q, tile_r, stream, run = tiles[0], tiles[1], tiles[2], tiles[3], tiles[4]
     tp = (shape[p] + tile_p - 1) // tile_p
     tr = (shape[r] + tile_r - 1) // tile_r
     per_outer = (shape[q] + tile_q - 1) // tile_q * tp * tr
@@ -159,22 +160,24 @@ def _row_tiles_kernel(shape, offs, strides, ta, tiles, code, scale, fmt, scal, o
         outer *= shape[ax]
     sor, sop, soq, sar, sap, saq = (strides[0, r], strides[0, p], strides[0, q],
                                     strides[1, r], strides[1, p], strides[1, q])
-    for u in prange(outer * per_outer):
+    for u in prange((outer + run - 1) // run * per_outer):
         kqp, kr = divmod(u % per_outer, tr)
         kq, kp = divmod(kqp, tp)
-        o, s = _offset_pair(u // per_outer, shape, strides, nd - 3, offs)
         p0, q0, r0 = kp * tile_p, kq * tile_q, kr * tile_r
         mp, mq, n = min(tile_p, shape[p] - p0), min(tile_q, shape[q] - q0), min(
             tile_r, shape[r] - r0)
-        o += p0 * sop + q0 * soq + r0 * sor
-        s += p0 * sap + q0 * saq + r0 * sar
-        if code < 0:
-            _move_rows(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, stream)
-            if stream:
-                _store_fence()
-            continue
-        _convert_rows(out, a, ta, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, code, scale,
-                      fmt, scal[0])
+        first = u // per_outer * run
+        for w in range(first, min(first + run, outer)):
+            o, s = _offset_pair(w, shape, strides, nd - 3, offs)
+            o += p0 * sop + q0 * soq + r0 * sor
+            s += p0 * sap + q0 * saq + r0 * sar
+            if code < 0:
+                _move_rows(out, a, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, stream)
+            else:
+                _convert_rows(out, a, ta, o, s, n, sor, sar, mp, sop, sap, mq, soq, saq, code,
+                              scale, fmt, scal[0])
+        if stream and code < 0:
+            _store_fence()
 
 
 _ROW_TILES = _twins(_row_tiles_kernel)
