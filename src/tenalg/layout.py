@@ -14,11 +14,13 @@ come first, reduced modes after them.
 [(4, (5, 1)), (5, (1, 4))]
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .descriptors import modes_text
+from .descriptors import Reduce, modes_text
+from .dtypes import is_complex
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,26 @@ def merged_strides(modes, strides):
     for mode, stride in zip(modes, strides, strict=True):
         out[mode] = out.get(mode, 0) + stride
     return out
+
+
+def repeats(op):
+    """(the reduced modes along which a reduction's input does not move (stride 0, a
+    broadcast), the factor alpha is multiplied by where they are read once, or None): a
+    sum is their extent times one term (once rounded, where adding the term over and
+    over rounds at every step), a min or max the term itself.  Not products, nor complex
+    sums: (n + 0j) (inf + 0j) is inf + nan j, where n terms add to inf.  Summed so,
+    NumPy's sum of a (1000, 512) float64 broadcast of a row over axis 0 took 106 us,
+    tenalg's 416."""
+    reduce = Reduce.coerce(op.op) if op.kind == "reduction" else None
+    if reduce in (None, Reduce.PRODUCT) or is_complex(op.compute):
+        return frozenset(), None
+    a = op.inputs[0]
+    extents = dict(zip(a.modes, a.descriptor.extents, strict=True))
+    modes = frozenset(m for m, stride in merged_strides(a.modes, a.descriptor.strides).items()
+                      if stride == 0 and extents[m] > 1 and m not in op.out_modes)
+    if not modes:
+        return modes, None
+    return modes, math.prod(extents[m] for m in modes) if reduce is Reduce.SUM else 1
 
 
 def mode_records(out_modes, extents, operands, operand_extents):

@@ -17,13 +17,13 @@ times faster than ``np.add.reduce`` of the same view, ``iij->j`` on (2048, 2048,
 ('numpy copy of A.transpose((1, 0))', [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]])
 """
 
-import math
 import string
 
 import numpy as np
 
 from ..descriptors import Binary, Reduce, TensorDescriptor, Unary
 from ..dtypes import is_complex
+from ..layout import repeats
 from ..views import diagonal_calls, diagonal_steps
 
 try:
@@ -165,19 +165,14 @@ def _reduction(op, allocate):
     reduced = tuple(k for k, m in enumerate(a.modes) if m not in op.out_modes)
     out_axes = tuple(op.out_modes.index(m) for m in kept)  # out viewed in A's mode order
     ufunc = _UFUNCS[op.op]
-    # reduced axes along which A repeats itself (stride 0): read once, a sum then times
-    # their extent (as the strided backends do, not in complex: backends.strided._repeats)
-    d = a.descriptor
-    repeats = () if ufunc is np.multiply or is_complex(d.dtype) else tuple(
-        k for k in reduced if d.strides[k] == 0 and d.extents[k] > 1)
-    once = tuple(slice(0, 1) if k in repeats else slice(None) for k in range(len(a.modes)))
-    factor = math.prod(d.extents[k] for k in repeats) if ufunc is np.add else 1
+    repeated, factor = repeats(op)  # axes along which A repeats itself: read once
+    once = tuple(slice(0, 1) if m in repeated else slice(None) for m in a.modes)
 
     def call(arrays, out=None):
         out = allocate() if out is None else out
-        x = arrays[0][once] if repeats else arrays[0]
+        x = arrays[0][once] if repeated else arrays[0]
         ufunc.reduce(x, axis=reduced, out=out.transpose(out_axes))
-        if factor != 1:
+        if factor not in (None, 1):
             np.multiply(out, factor, out=out)
         return out
 
@@ -185,7 +180,7 @@ def _reduction(op, allocate):
         return ufunc.reduce(x, axis=reduced)  # (an 8 x 8 sum's plan 1.47 -> 0.92 us)
 
     # (a full reduction gives a NumPy scalar, which _gives_layout declines)
-    if repeats or not (out_axes == tuple(range(len(out_axes)))
+    if repeated or not (out_axes == tuple(range(len(out_axes)))
                        and _gives_layout(a.descriptor, single, op.output)):
         single = None
     return _runner(call, f"numpy.{ufunc.__name__}.reduce over A's axes {reduced}", single)

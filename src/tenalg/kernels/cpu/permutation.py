@@ -36,7 +36,7 @@ from .threads import _on_threads, _threads
 # 12-31 MB 15-45% faster, of 8-10 MB unchanged: their output stays in the 32 MB L3 from
 # call to call)
 _STREAM_BYTES = 3 << 22
-# tiles of fewer elements are taken this many elements' worth at once (_small_along_r)
+# tiles of fewer elements are taken this many elements' worth at once (_small_run)
 _SMALL_TILE = 1 << 10
 
 
@@ -195,24 +195,27 @@ def _aligns(shape, strides, tiles, itemsize):
 
 
 def _small_along_r(shape, tiles):
-    """How many small tiles the tile kernel takes at once along the axis r before q, where
-    the tiles are small (fewer than :data:`_SMALL_TILE` elements) and r is long; else 1.
-    Tile by tile, each cost a step of the parallel loop's odometer: a (100000, 2, 2)
-    float64 array permuted (0, 2, 1) took 7.6 ms on two threads, NumPy's copy 1.9; in
-    runs, 2.7 ms, and 0.7-0.9 where tiles of no whole block move element by element."""
+    """How many tiles the tile kernel takes at once along the axis r before q
+    (:func:`_small_run`)."""
     if len(shape) < 3:
         return 1
-    tile = min(tiles[0], shape[-1]) * min(tiles[1], shape[-2])
-    return int(max(1, min(shape[-3], _SMALL_TILE // tile)))
+    return _small_run(min(tiles[0], shape[-1]) * min(tiles[1], shape[-2]), shape[-3])
 
 
 def _outer_run(shape, tiles):
-    """How many outer positions the row-tile kernel takes a small tile at (fewer than
-    :data:`_SMALL_TILE` elements), as :func:`_small_along_r` for the tile kernel: rows
-    of 5 float64 in 2 x 2 tiles of (20000, 2, 2, 5) permuted (0, 2, 1, 3) took 1.1 ms on
-    two threads, NumPy's copy 0.9."""
-    outer = math.prod(shape[:-3])
-    return int(max(1, min(outer, _SMALL_TILE // max(1, math.prod(tiles)))))
+    """How many outer positions the row-tile kernel takes a tile at (:func:`_small_run`):
+    rows of 5 float64 in 2 x 2 tiles of (20000, 2, 2, 5) permuted (0, 2, 1, 3) took 1.1 ms
+    on two threads tile by tile, NumPy's copy 0.9."""
+    return _small_run(math.prod(tiles), math.prod(shape[:-3]))
+
+
+def _small_run(tile, positions):
+    """Tiles of ``tile`` elements taken at once, of ``positions``: 1024 elements' worth
+    (:data:`_SMALL_TILE`) where tiles are smaller, else one.  Tile by tile, each cost a
+    step of the parallel loop's odometer: a (100000, 2, 2) float64 array permuted
+    (0, 2, 1) took 7.6 ms on two threads, NumPy's copy 1.9; in runs, 2.7 ms, and 0.7-0.9
+    where tiles of no whole block move element by element."""
+    return int(max(1, min(positions, _SMALL_TILE // max(1, tile))))
 
 
 def _staged_along_r(shape, strides, tiles, itemsize):
