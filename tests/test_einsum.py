@@ -1,6 +1,8 @@
 """einsum and einsum_plan: NumPy's semantics, the seed's expressions, options, errors."""
 
+import sys
 import threading
+import unittest.mock
 
 import numpy as np
 import opt_einsum
@@ -83,6 +85,12 @@ def expressions(draw):
     return expr, shapes
 
 
+def own_steps():
+    """Plans made in this context run their own steps however small: no one pass of
+    NumPy's for their new arrays (see test_tiny_einsums_of_new_arrays_are_numpys_one_pass)."""
+    return unittest.mock.patch.object(sys.modules["tenalg.einsum"], "ONE_PASS_POSITIONS", -1)
+
+
 @settings(max_examples=60, deadline=None)
 @given(case=expressions(), data=st.data())
 def test_matches_numpy(case, data):
@@ -104,6 +112,9 @@ def test_matches_numpy(case, data):
     assert got.shape == expected.shape
     assert got.dtype == np.dtype(dtype)
     _close(got, expected, dtype, scale)
+    with own_steps():  # (which tiny einsums of new arrays pass over)
+        planned = einsum_plan(expr, *arrays, optimize=optimize)(*arrays)
+    _close(planned, expected, dtype, scale)
 
 
 def test_single_operand_views():
@@ -451,8 +462,67 @@ def test_bare_matmul_only_where_it_is_the_whole_plan():
     small = np.ones((8, 8))
     assert einsum_plan("ij,jk->ik", small, small)._new is np.matmul
     assert einsum_plan("ij,jk->ik", small, small.T)._new is np.matmul  # any strides
-    assert einsum_plan("ij,jk->ki", small, small)._new is None  # not matmul's own layout
-    assert einsum_plan("ij,jk->ik", small, small.astype(np.float32))._new is None  # a cast
+    wider = np.ones((32, 32))  # (above the tiny einsums that NumPy's one pass answers)
+    assert einsum_plan("ij,jk->ki", wider, wider)._new is None  # not matmul's own layout
+    assert einsum_plan("ij,jk->ik", wider, wider.astype(np.float32))._new is None  # a cast
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_tiny_einsums_of_new_arrays_are_numpys_one_pass(dtype):
+    """Up to ONE_PASS_POSITIONS index positions, einsum() of a new array is np.einsum's
+    own pass (its C loop answers in 1.5-3 us, the plan's steps took 2-6 us more): NumPy's
+    values, type and scalar-ness; the plan itself, ``out=``, views, larger einsums, a
+    bare GEMM call, dtype= and a backend registered before tenalg's keep their ways."""
+    from tenalg import seam
+    from tenalg.einsum import ONE_PASS_POSITIONS
+    rng = np.random.default_rng(8)
+
+    def arrays(*shapes):
+        return [(rng.standard_normal(s) + 1j * rng.standard_normal(s)).astype(dtype)
+                if np.dtype(dtype).kind == "c" else rng.standard_normal(s).astype(dtype)
+                for s in shapes]
+
+    for expr, shapes in (("lnr,n->lr", [(16, 4, 16), (4,)]), ("ij,ij->i", [(16, 16)] * 2),
+                         ("ij,jk->ki", [(8, 8)] * 2), ("abc,bd,cd->a", [(8, 8, 8), (8, 8)] * 1
+                                                       + [(8, 8)]), ("ijk->k", [(8, 8, 8)]),
+                         ("ij,ij->", [(16, 16)] * 2)):
+        ops = arrays(*shapes)
+        plan = einsum_plan(expr, *ops)
+        assert plan.one_pass is not None and "numpy.einsum's one pass" in plan.explain()
+        got, expected = einsum(expr, *ops), np.einsum(expr, *ops)
+        assert type(got) is type(expected) and got.dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(plan(*ops), expected)
+        tol = 50 * np.finfo(dtype).eps * (np.einsum(expr, *map(np.abs, ops)).max() + 1)
+        with own_steps():
+            own = einsum_plan(expr, *ops)
+        assert own.one_pass is None
+        np.testing.assert_allclose(own(*ops), expected, rtol=0, atol=tol)
+        if expected.ndim:
+            out = np.empty_like(expected)
+            assert einsum(expr, *ops, out=out) is out
+            np.testing.assert_allclose(out, expected, rtol=0, atol=tol)
+    square = arrays((64, 64))[0]
+    big = arrays(*[(64, ONE_PASS_POSITIONS // 64 + 1)] * 2)  # 64 positions too many
+    declined = [einsum_plan("ij,ij->j", *big), einsum_plan("ij,jk->ik", *arrays((8, 8), (8, 8))),
+                einsum_plan("ii->i", square[:8, :8]),
+                einsum_plan("ij,jk->ki", *arrays((8, 8), (8, 8)), dtype=np.complex128)]
+    assert all(plan.one_pass is None for plan in declined)
+
+    class Ahead:  # a backend of someone else's asked first: it runs every step
+        name = "ahead-of-tenalg"
+
+        def supports(self, operation, kind):
+            return False
+
+        def prepare(self, operation, chosen=False):
+            return None
+
+    seam.register(Ahead(), first=True)
+    try:
+        assert einsum_plan("ij,ij->i", *arrays((16, 16), (16, 16))).one_pass is None
+    finally:
+        seam.unregister("ahead-of-tenalg")
 
 
 @pytest.mark.parametrize("expr", ["ij->", "ij->j", "ij,jk->ik", "ii->i", "ij->ji"])
