@@ -227,28 +227,28 @@ def test_a_dot_of_strided_or_broadcast_vectors_reads_them_in_place():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
 def test_a_direct_sum_of_products_writes_straight_into_its_output(dtype):
-    """Hadamard products and batched dots in the output's type go straight into it: they
-    had gone through a buffer of the output's size and a copy (a 256^2 'ij,ij->ij' 344
-    us, np.einsum 56); with alpha, a conjugate, a strided out and C order or not."""
+    """Batched dots in the output's type go straight into it: they had gone through a
+    buffer of the output's size and a copy (a 256^2 'ij,ij->ij' 344 us, np.einsum 56);
+    with alpha, a conjugate, a strided out and C order or not."""
     tracemalloc = pytest.importorskip("tracemalloc")
     rng = np.random.default_rng(11)
-    a = rng.standard_normal((64, 48, 2)) + 1j * rng.standard_normal((64, 48, 2))
+    a = rng.standard_normal((64, 48, 3, 2)) + 1j * rng.standard_normal((64, 48, 3, 2))
     if np.dtype(dtype).kind == "f":
         a = a.real
-    a, b = a[..., 0].astype(dtype), a[::-1, :, 1].astype(dtype)
-    cases = (("ij", "ij", "ij", (64, 48), "identity"), ("ij", "ij", "ji", (48, 64), "identity"),
-             ("ij", "ij", "ij", (64, 48), "conjugate"), ("ij", "ij", "i", (64,), "identity"))
-    for ma, mb, out_modes, shape, unary in cases:
+    a, b = a[..., 0].astype(dtype), a[::-1, :, :, 1].astype(dtype)
+    cases = (("ij", (64, 48), "identity"), ("ji", (48, 64), "identity"),
+             ("ij", (64, 48), "conjugate"), ("i", (64,), "identity"))
+    for out_modes, shape, unary in cases:
         target = np.full((shape[0], 2 * shape[-1]) if len(shape) == 2 else (2 * shape[0],),
                          7, dtype)
         out = target[..., ::2]
-        op = ta.Operation.contraction(ta.Operand(a, ma, unary), ta.Operand(b, mb),
+        op = ta.Operation.contraction(ta.Operand(a, "ijk", unary), ta.Operand(b, "ijk"),
                                       out=ta.TensorDescriptor.from_array(out),
                                       out_modes=out_modes)
         plan = ta.Plan(op)
         assert "direct strided sum of products" in plan.explain()
         ca = a.conj() if unary == "conjugate" else a
-        expected = 2.5 * np.einsum(f"{ma},{mb}->{out_modes}", ca, b)
+        expected = 2.5 * np.einsum(f"ijk,ijk->{out_modes}", ca, b)
         plan.execute_into(out, a, b, alpha=2.5)
         tracemalloc.start()
         plan.execute_into(out, a, b, alpha=2.5)
@@ -258,25 +258,40 @@ def test_a_direct_sum_of_products_writes_straight_into_its_output(dtype):
             assert peak < out.nbytes / 4
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
         assert (target[..., 1::2] == 7).all()
-        got = ta.einsum(f"{ma},{mb}->{out_modes}", ca, b)
+        got = ta.einsum(f"ijk,ijk->{out_modes}", ca, b)
         np.testing.assert_allclose(2.5 * got, expected, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64])
-def test_outer_products_are_broadcast_products(dtype):
-    """No contracted mode (k = 1): NumPy's broadcast product, not a GEMM with k = 1 (a
-    third of the speed); exactly NumPy's values, conjugates, scalars and batches too."""
+def test_products_that_sum_nothing_are_elementwise_products(dtype):
+    """No contracted or summed mode (outer and Hadamard products): the elementwise
+    product plan that the seam picks (NumPy's call when small, the cpu kernel on all
+    threads when large; as a GEMM with k = 1 a third of NumPy's speed, as NumPy's
+    broadcast product 2.6x the kernel's time); exactly NumPy's values, conjugates,
+    batches too, and alpha; with C the outer-product path."""
     rng = np.random.default_rng(6)
     a, b = (rng.standard_normal(s).astype(dtype) for s in ((5, 3, 4), (5, 6)))
     for ma, mb, out in (("bij", "bk", "bijk"), ("bij", "bk", "kbji"), ("bij", "bk", "ibkj")):
         op = ta.Operation.contraction(ta.Operand(a, ma, "conjugate"), ta.Operand(b, mb),
                                       out_modes=out)
         plan = ta.Plan(op)
-        assert "kernel: outer product" in plan.explain()
+        assert "kernel: elementwise product" in plan.explain()
         expected = np.einsum(f"{ma},{mb}->{out}", a.conj(), b)
         np.testing.assert_array_equal(plan.execute(a, b), expected)
         np.testing.assert_allclose(plan.execute(a, b, alpha=2), 2 * expected, rtol=1e-6)
+        with_c = ta.Plan(ta.Operation.contraction(
+            ta.Operand(a, ma, "conjugate"), ta.Operand(b, mb), ta.Operand(expected, out),
+            out_modes=out))
+        assert "outer product" in with_c.explain()
+        np.testing.assert_allclose(with_c.execute(a, b, expected, alpha=2, beta=-1), expected,
+                                   rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(ta.einsum("i,j->ij", a[0, 0], b[0]), np.outer(a[0, 0], b[0]))
+    x, y = rng.standard_normal((2, 768, 512)).astype(dtype)
+    for expr, ops in (("i,j->ij", (x[0], y[:, 0])), ("ij,ij->ij", (x, y[::-1])),
+                      ("ij,ji->ij", (x[:512], y[:512].T))):
+        plan = ta.einsum_plan(expr, *ops)
+        assert "elementwise product (cpu plan)" in plan.explain()
+        np.testing.assert_array_equal(ta.einsum(expr, *ops), np.einsum(expr, *ops))
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ta.bfloat16])

@@ -32,6 +32,7 @@ from .errors import OperationError
 from .kernels.reference import load
 from .operations import Operation, resolve_extents
 from .plan import Plan
+from .products import elementwise_product
 
 _LINEAR = (Unary.IDENTITY, Unary.CONJUGATE)
 
@@ -360,6 +361,7 @@ class Pairwise:
         self.matmul = blas.matmul if self.split and self.k > 1 else product
         self._choose(sa, sb, sd, free_a, free_b, inner)
         self._epilogues = {}
+        self.product = elementwise_product(op)  # what runs it without C (products.py)
 
     # -- analysis -----------------------------------------------------------------------
     def _dot_in_place(self, sa, sb, inner):
@@ -455,6 +457,9 @@ class Pairwise:
         if self.plain and alpha == 1 and beta == 0:
             self.matmul(arrays[0], arrays[1], out=out)
             return
+        if self.product is not None and (c is None or beta == 0):
+            self.product.execute_into(out, *arrays, alpha=alpha)
+            return
         if self.empty:
             return
         if self.direct and self.direct_into and (c is None or beta == 0):
@@ -544,6 +549,9 @@ class Pairwise:
         g = dict(self.groups, **{"free A": self.rows, "free B": self.cols,
                                  "contracted": self.ks})
         lines = ["modes: " + "; ".join(f"{name} {_names(ms)}" for name, ms in g.items() if ms)]
+        if self.product is not None:
+            lines.append(f"kernel: elementwise product ({self.product.backend} plan); "
+                         "with C:")
         if self.direct:
             lines.append(f"kernel: direct strided sum of products (batch={self.batch_size})")
         elif self.k == 1:
