@@ -247,6 +247,7 @@ def test_a_direct_sum_of_products_writes_straight_into_its_output(dtype):
                                       out_modes=out_modes)
         plan = ta.Plan(op)
         assert "direct strided sum of products" in plan.explain()
+        assert "written directly by the sum of products" in plan.explain()
         ca = a.conj() if unary == "conjugate" else a
         expected = 2.5 * np.einsum(f"ijk,ijk->{out_modes}", ca, b)
         plan.execute_into(out, a, b, alpha=2.5)

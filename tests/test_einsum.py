@@ -525,6 +525,33 @@ def test_tiny_einsums_of_new_arrays_are_numpys_one_pass(dtype):
         seam.unregister("ahead-of-tenalg")
 
 
+def test_column_major_results_of_every_kind_of_last_step():
+    """order='F' (and 'A' on column-major operands): the steps are planned for a
+    column-major output; they had been planned for 'K' and run into one, which the
+    elementwise product plan and 16-bit epilogues refused (OutputMismatchError; found by
+    the probe of the product path)."""
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((2, 80, 60))
+    x, y, s = np.arange(100.0), np.arange(70.0), rng.standard_normal((3, 4))
+    cases = [("ij,ij->ij", (a, b), {}), ("i,j->ij", (x, y), {}), ("ij,jk->ik", (a, b.T), {}),
+             ("ij,ij,ij->ij", (a, b, a), {}), ("ijk->kji", (rng.standard_normal((8, 9, 10)),), {}),
+             ("ij,ij->ij", (s.astype(np.float16),) * 2, {}),
+             ("ij,ij->ij", (s.astype(ta.bfloat16),) * 2, {}),
+             ("ij,ij->ij", (s, s), {"dtype": np.float64})]
+    for expr, ops, options in cases:
+        wide = [o.astype(np.float64) for o in ops]
+        expected = np.einsum(expr, *wide)
+        for order in ("F", "A"):
+            if order == "A" and not all(o.flags.f_contiguous for o in ops):
+                continue
+            for got in (einsum(expr, *ops, order=order, **options),
+                        einsum_plan(expr, *ops, order=order, **options)(*ops)):
+                assert got.flags.f_contiguous and got.dtype == ops[0].dtype
+                scale = np.einsum(expr, *map(np.abs, wide)).max()
+                np.testing.assert_allclose(got.astype(np.float64), expected, rtol=0,
+                                           atol=scale * (1e-2 if ops[0].itemsize == 2 else 1e-13))
+
+
 @pytest.mark.parametrize("expr", ["ij->", "ij->j", "ij,jk->ik", "ii->i", "ij->ji"])
 def test_numpys_one_pass_is_called_bare_for_a_new_result(expr):
     """Integer operands NumPy sums in one pass: einsum() calls that pass itself, with

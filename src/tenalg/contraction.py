@@ -573,6 +573,8 @@ class Pairwise:
         if self.out_matrix:
             lines.append("output: written directly by the "
                          + ("product" if self.k == 1 else "GEMM"))
+        elif self.direct_into:
+            lines.append("output: written directly by the sum of products (C unused)")
         else:
             how = "a NumPy cast when C is unused" if self.cast_view else "a tenalg plan"
             lines.append(f"output: through a buffer, then one pass ({how})")

@@ -307,7 +307,7 @@ class EinsumPlan:
             (isinstance(optimize, str) and optimize == "auto")
             or full_reduction_is_scalar(numpy_expression(self.modes, self.out_modes),
                                         tuple(x for x, _, _ in layouts), optimize))
-        self._plan_order = "K" if order == "F" else order  # "F" allocates its own output
+        self._plan_order = "K" if order == "F" else order  # ("F": a column-major descriptor)
         reason = kernel_reason(dtypes, dtype)
         if reason is None:
             try:
@@ -332,7 +332,9 @@ class EinsumPlan:
                      if len(self.operands) > 1 else [])
         self._lock = threading.Lock()
         self._runs = {}
-        self._default = self._build(None)
+        # "F": the steps planned for a column-major output (run into one, steps planned
+        # for "K" had refused it where they check their output's layout)
+        self._default = self._build(self._column_major() if order == "F" else None)
         self._allocate = allocator(self._default[0])
         # one operand: its plan allocates and runs a new output itself, with no out checks
         runner = self._default[1]
@@ -340,10 +342,6 @@ class EinsumPlan:
         # 'ij,jk->ik' 2.59 -> 1.68 us with the call below, np.einsum's 1.63)
         self._execute_new = (runner.plan.execute if isinstance(runner, _Single)
                              else runner.bare_matmul)
-        if order == "F":  # built as "K"; the new output is allocated column-major instead
-            shape = tuple(self.extents[m] for m in self.out_modes)
-            self._allocate = functools.partial(np.empty, shape, self.dtype, order="F")
-            self._execute_new = None
         # what einsum() calls for a new array result with nothing else to do
         if self.view is None and not self.scalar:
             self._new = self._execute_new
@@ -352,6 +350,15 @@ class EinsumPlan:
             self._new = self.one_pass.call
             self._execute_new = (self.one_pass.call if self.out_modes
                                  else functools.partial(_zero_d, self.one_pass.call))
+
+    def _column_major(self):
+        """The descriptor of a column-major output of this einsum."""
+        extents = [self.extents[m] for m in self.out_modes]
+        strides, step = [], 1
+        for extent in extents:
+            strides.append(step)
+            step *= max(extent, 1)
+        return TensorDescriptor(extents, strides, self.dtype)
 
     def _one_pass(self, dtype, compute_dtype, runner):
         """NumPy's own einsum, one pass without a path, for the new arrays of a tiny

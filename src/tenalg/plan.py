@@ -411,6 +411,12 @@ def _scalar(value, name, compute):
         if value.imag != 0:
             raise DTypeError(f"{name} = {value} is complex but the compute type is {compute}")
         value = value.real
+    if isinstance(value, int):  # (a kernel's multiply would raise, maybe after a write)
+        try:
+            float(value)
+        except OverflowError:
+            raise DescriptorError(f"{name} is an integer of {len(str(abs(value)))} digits,"
+                                  " past every float type's range") from None
     return value
 
 

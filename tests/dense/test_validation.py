@@ -244,6 +244,23 @@ def test_scalars_given_as_zero_d_arrays_and_a_bool_after_its_equal_int():
         plan.execute(a, alpha=True)
 
 
+def test_an_integer_scalar_past_every_float_is_refused_before_anything_is_written():
+    """alpha = 10**400 raised OverflowError from a kernel's multiply, after batched dots
+    had written their unscaled sums into out (found by the probe of the direct path)."""
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((2, 40, 50, 3))
+    out = np.full((40, 50), 7.0)
+    plan = ta.Plan(ta.Operation.contraction(ta.Operand(x, "ijk"), ta.Operand(y, "ijk"),
+                                            out=ta.TensorDescriptor.from_array(out),
+                                            out_modes="ij"))
+    for alpha in (10**400, -(10**309)):
+        with pytest.raises(ta.DescriptorError, match="past every float type's range"):
+            plan.execute_into(out, x, y, alpha=alpha)
+        assert (out == 7.0).all()
+    plan.execute_into(out, x, y, alpha=10**300)  # (within float64's range)
+    np.testing.assert_allclose(out, 1e300 * np.einsum("ijk,ijk->ij", x, y), rtol=1e-12)
+
+
 class Strided:
     """An array of another library laid out as NumPy describes one (CuPy's arrays: a
     shape, byte strides and a NumPy dtype)."""
