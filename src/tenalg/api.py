@@ -12,6 +12,7 @@ function of the same name there, or are refused where it has none: never convert
 import functools
 import math
 
+import ml_dtypes
 import numpy as np
 
 from . import calls
@@ -29,7 +30,7 @@ from .calls import (
     run,
 )
 from .descriptors import Unary
-from .dtypes import real_type, storage_type
+from .dtypes import bfloat16, real_type, storage_type
 from .einsum import einsum
 from .errors import DescriptorError, IntegerTypeError, OperationError, OutputMismatchError
 from .inputs import as_array
@@ -40,7 +41,6 @@ from .views import (
     check_offset,
     diagonal,
     diagonals,
-    made_by_numpy,
     normalize_axis,
     one_axis,
 )
@@ -145,10 +145,9 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, *,  # noqa: A001 - N
     [11.0, 13.0]
     """
     if (type(a) is np.ndarray and type(axis) is int and dtype is None and out is None
-            and not keepdims and compute_dtype is None and initial is None and where is None):
-        single = calls.CALLS.get((("sum", axis), a.shape, a.strides, a.dtype))
-        if single is not None and (a.base is None or made_by_numpy(a)):
-            return single(a)  # a planned call: what calls.call would run, in fewer steps
+            and not keepdims and compute_dtype is None and initial is None and where is None
+            and (single := calls.planned(("sum", axis), a)) is not None):
+        return single(a)  # what calls.call would run, in fewer steps
     if (type(a) is not np.ndarray or out is not None) and (kind := foreign_kind((a, out))):
         return call_front_end(kind, "sum", a, axis, dtype=dtype, out=out,  # Dask arrays, say
                               keepdims=changed(keepdims, False), compute_dtype=compute_dtype,
@@ -248,6 +247,10 @@ def trace(a, axis1=0, axis2=1, *, offset=0, dtype=None, out=None):
     >>> trace(np.arange(9).reshape(3, 3), offset=1)
     array(6)
     """
+    if (type(a) is np.ndarray and type(axis1) is int and type(axis2) is int and offset == 0
+            and type(offset) is int and dtype is None and out is None
+            and (single := calls.planned(("trace", ((axis1, axis2),)), a)) is not None):
+        return single(a)  # what calls.call would run, in fewer steps
     if (type(a) is not np.ndarray or out is not None) and (kind := foreign_kind((a, out))):
         return call_front_end(kind, "trace", a, axis1, axis2,  # Dask arrays, say
                               offset=changed(offset, 0), dtype=dtype, out=out)
@@ -361,10 +364,10 @@ def permute(a, axes=None, *, alpha=None, out=None):
     """
     if type(a) is np.ndarray and type(axes) is tuple and alpha is None and out is None:
         try:
-            single = calls.CALLS.get((("permute", axes), a.shape, a.strides, a.dtype))
+            single = calls.planned(("permute", axes), a)
         except TypeError:  # an unhashable axis (a 0-d array): the general path reads it
             single = None
-        if single is not None and plain_ints(axes) and (a.base is None or made_by_numpy(a)):
+        if single is not None and plain_ints(axes):
             return single(a)  # a planned call, in fewer steps (see calls.CALLS)
     if (type(a) is not np.ndarray or out is not None) and (kind := foreign_kind((a, out))):
         return call_front_end(kind, "permute", a, axes, alpha=changed(alpha, 1),  # Dask's
@@ -569,13 +572,13 @@ def norm(a):
         return np.asarray(0.0, dtype)
     # (dtypes compared with dtypes: compared with types, a microsecond each)
     total = None if a.dtype in _WIDE else cpu.sum_of_squares(_real_memory(a))  # no float64
-    if total is None:
-        wide = a if a.dtype in _WIDE else _scaled64(a, 0)  # exact
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # then scaled
-            total = _squares64(wide)
+    if total is None:  # (BLAS's dot sets no NumPy error state: no np.errstate, 1 us)
+        total = _squares64(a if a.dtype in _WIDE else _scaled64(a, 0))  # exact, or scaled
     if _NO_LOST_SQUARES <= total < math.inf:  # nothing overflowed, nothing that counts lost
-        with np.errstate(over="ignore"):  # (a float32 norm past float32's range: inf)
-            return np.asarray(math.sqrt(total), dtype)
+        root = math.sqrt(total)
+        if dtype is _FLOAT64 or root <= _MAX_NORM[dtype]:
+            return np.asarray(root, dtype)
+        return np.asarray(math.inf, dtype)  # a norm past the dtype's range, as NumPy's
     parts = (a.real, a.imag) if np.iscomplexobj(a) else (a,)
     largest = [_max_abs(part) for part in parts]
     if any(math.isnan(x) for x in largest):  # NaN, as NumPy's (Python's max keeps inf
@@ -608,6 +611,9 @@ _NO_LOST_SQUARES = 2.0 ** -918
 
 
 _WIDE = (np.dtype(np.float64), np.dtype(np.complex128))
+_FLOAT64 = np.dtype(np.float64)
+_MAX_NORM = {np.dtype(t): float(ml_dtypes.finfo(t).max)
+             for t in (np.float16, bfloat16, np.float32, np.float64)}
 _BLAS_TYPES = frozenset(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
 
 

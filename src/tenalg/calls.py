@@ -85,6 +85,17 @@ MAX_CALLS = 4096  # two keys a layout, about 7 KB (with its plan): 2048 layouts
 on_change(CALLS.clear)  # a plan keeps the backend chosen when it was made
 
 
+def planned(key, a):
+    """The planned call of front end ``key`` (its name and arguments) on ndarray ``a``
+    alone, where one is cached (:data:`CALLS`) and ``a``'s memory is NumPy's own (a
+    layout forced through an array interface is checked on the general path), else
+    None: a front end's fewest steps (an 8 x 8 trace 2.6 -> 1.4 us, np.trace 1.3)."""
+    single = CALLS.get((key, a.shape, a.strides, a.dtype))
+    if single is not None and (a.base is None or made_by_numpy(a)):
+        return single
+    return None
+
+
 def plain_ints(value):
     """Whether ``value`` is None, an int or a tuple of ints or of int tuples: arguments a
     cached call may key on, since equal keys then mean equal arguments (``True == 1`` and

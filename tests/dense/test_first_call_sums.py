@@ -233,3 +233,24 @@ def test_a_queued_plan_keeps_no_array_alive(background):
         gc.collect()
         assert ref() is None and key not in calls.CALLS
     assert compiler.wait(timeout=600) and key in calls.CALLS
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_a_planned_trace_of_a_matrix_is_one_numpy_call(background, dtype):
+    """Once planned, the trace of a matrix is the plan's one NumPy call on its diagonal,
+    reached without calls.call's steps (8 x 8: 2.6 -> 1.6 us, np.trace 1.3): NumPy's
+    values in a 0-d array of the plan's type, for reversed and strided views too."""
+    rng = np.random.default_rng(4)
+    base = values(rng, (12, 9), dtype)
+    for x in (base[:8, :8], base[::-1, ::-1][:8, 1:9], base[::2, :6].T):
+        pair = (1, 0) if x.flags.f_contiguous else (0, 1)
+        first = ta.trace(x, *pair)
+        assert compiler.wait(timeout=600)
+        single = calls.planned(("trace", (pair,)), x)
+        assert single is not None
+        got = ta.trace(x, *pair)
+        assert type(got) is np.ndarray and got.shape == () and got.dtype == first.dtype
+        np.testing.assert_array_equal(got, single(x))
+        expected = np.trace(x.astype(np.complex128), axis1=pair[0], axis2=pair[1])
+        scale = np.trace(np.abs(x.astype(np.float64))) + 1
+        assert abs(complex(got) - expected) <= tolerance(dtype) * scale

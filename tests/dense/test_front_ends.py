@@ -176,9 +176,12 @@ def test_norm_scales_huge_and_tiny_values():
         for dtype in (np.complex128, np.complex64):  # (the first had given inf: a NaN
             assert np.isnan(ta.norm_host(np.array(values, dtype)))  # ignored by max)
     assert ta.norm_host(np.array([np.inf, 1.0, -np.inf])) == np.inf
-    for big in (np.full(4, 1e308), np.full(2, 1.7e308 + 1e308j), np.full(2, 3e38, np.float32)):
+    for big in (np.full(4, 1e308), np.full(2, 1.7e308 + 1e308j), np.full(2, 3e38, np.float32),
+                np.full(70000, 255, np.float16), np.full(4, 3e38, ta.bfloat16)):
         norm = ta.norm(big)  # past the dtype's range: inf, as NumPy's (math.ldexp had
         assert norm == np.inf and norm.dtype == big.real.dtype  # raised OverflowError)
+    for within in (np.full(4, 1e20, np.float32), np.full(4, 1e4, np.float16)):
+        assert ta.norm(within) == 2 * within[0] and ta.norm(within).dtype == within.dtype
 
 
 def test_norm_of_a_view_copies_at_most_once():
