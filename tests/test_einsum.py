@@ -458,7 +458,7 @@ def test_bare_matmul_only_where_it_is_the_whole_plan():
     # C-ordered array too)
     assert einsum_plan("ij,jk->ik", a, a)._new is blas.matmul
     assert einsum("ij,jk->ik", a, a).flags.owndata  # a new array of its own, any size
-    assert einsum_plan("ij,jk->ik", a[:8, :8], a[:8, :8], order="F")._new is None
+    assert einsum_plan("ij,jk->ik", a[:32, :32], a[:32, :32], order="F")._new is None
     small = np.ones((8, 8))
     assert einsum_plan("ij,jk->ik", small, small)._new is np.matmul
     assert einsum_plan("ij,jk->ik", small, small.T)._new is np.matmul  # any strides
