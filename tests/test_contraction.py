@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tenalg as ta
-from tenalg.contraction import blasable, find_path, fold, fused, gemm_layout
+from tenalg.contraction import find_path, gemm_layout
+from tenalg.matrices import blasable, fold, fused
 
 LABELS = "abcdef"
 
