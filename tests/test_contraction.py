@@ -152,7 +152,7 @@ LIFTS = [  # (expression, shapes, what the plan copies, its batch modes)
     ("blnr,bn->blr", [(3, 20, 8, 24), (3, 8)], "none", "b l"),
     ("lnr,mnk->lrmk", [(20, 8, 24), (3, 8, 4)], "B", "l"),  # one operand at most
     ("lnr,nm->lmr", [(20, 8, 24), (8, 32)], "A", "-"),  # wide products: one GEMM
-    ("lnr,n->lr", [(500, 2, 2), (2,)], "A", "-"),  # small slices: one GEMM
+    ("lnr,n->lr", [(500, 2, 2), (2,)], "none", "-"),  # small slices: a sum of products
 ]
 
 
@@ -262,6 +262,37 @@ def test_a_direct_sum_of_products_writes_straight_into_its_output(dtype):
         assert (target[..., 1::2] == 7).all()
         got = ta.einsum(f"ijk,ijk->{out_modes}", ca, b)
         np.testing.assert_allclose(2.5 * got, expected, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_narrow_products_of_operands_that_need_copies_are_sums_of_products(dtype):
+    """'lnr,lmr->nm' with n, m small: the copies and GEMM read the operands three times
+    (0.86 ms at (256, 4, 256) float64, np.einsum 0.34), the sum of products once. Wider
+    products, and copies that convert 16-bit data, keep GEMM; values with alpha, beta, C,
+    conjugates and a strided output."""
+    rng = np.random.default_rng(12)
+    for shape, kernel in (((40, 4, 30), "direct strided sum"), ((40, 2, 30), "direct strided"),
+                          ((20, 16, 24), "GEMM m=16 n=16")):
+        a = values(rng, (2 * shape[0], *shape[1:]), dtype)[::-2]
+        b = values(rng, shape, dtype)
+        c = values(rng, (shape[1], shape[1]), dtype)
+        d = values(rng, (shape[1], 2 * shape[1]), dtype)[:, ::2]
+        unary = "conjugate" if np.iscomplexobj(a) else "identity"
+        plan = ta.Plan(ta.Operation.contraction(
+            ta.Operand(a, "lnr", unary), ta.Operand(b, "lmr"), ta.Operand(c, "nm"),
+            out=ta.TensorDescriptor.from_array(d), out_modes="nm"))
+        assert kernel in plan.explain()
+        plan.execute_into(d, a, b, c, alpha=1.5, beta=-2)
+        ca = np.conj(a) if unary == "conjugate" else a
+        want = 1.5 * np.einsum("lnr,lmr->nm", ca, b) - 2 * c
+        tol = 1e-4 if dtype == np.complex64 else 1e-12
+        np.testing.assert_allclose(d, want, rtol=tol, atol=tol)
+        np.testing.assert_allclose(ta.einsum("lnr,lmr->nm", ca, b),
+                                   np.einsum("lnr,lmr->nm", ca, b), rtol=tol, atol=tol)
+    half = values(rng, (40, 4, 30), np.float16)
+    plan = ta.Plan(ta.Operation.contraction(ta.Operand(half, "lnr"), ta.Operand(half, "lmr"),
+                                            out_modes="nm"))
+    assert "GEMM" in plan.explain() and "converts float16" in plan.explain()
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64])

@@ -207,7 +207,8 @@ def test_path_options(optimize):
     if isinstance(optimize, list):
         assert plan.path == [step for step in optimize if step != "einsum_path"]
     text = plan.explain()
-    assert "path" in text and "GEMM" in text and "FLOPs" in text and "bytes" in text
+    assert "path" in text and "FLOPs" in text and "bytes" in text
+    assert "GEMM" in text or "sum of products" in text  # (a copied A times a vector: the sum)
 
 
 def test_plan_takes_descriptors_and_caches():
