@@ -18,6 +18,7 @@ fused epilogue pass.  A sum_product runs pairwise along an opt_einsum path.
 True
 """
 
+import functools
 import itertools
 import math
 
@@ -28,6 +29,7 @@ from . import blas, seam
 from .allocation import allocator, strides_match
 from .descriptors import Operand, TensorDescriptor, Unary, modes_text
 from .dtypes import is_complex
+from .einsum_numpy import c_einsum
 from .errors import OperationError
 from .kernels.reference import load
 from .matrices import fold, matrix, natural_order
@@ -36,6 +38,8 @@ from .plan import Plan
 from .products import elementwise_product
 
 _LINEAR = (Unary.IDENTITY, Unary.CONJUGATE)
+# np.einsum's own C loop, without its Python wrapper (np.einsum where NumPy moved it)
+sum_of_products = c_einsum or functools.partial(np.einsum, optimize=False)
 
 
 class Viewer:
@@ -307,7 +311,7 @@ class Pairwise:
                 and (self.a.copy or self.b.copy) and self.m * self.n <= 2 * (self.m + self.n)):
             self.direct = True
             self._choose(sa, sb, sd, free_a, free_b, inner)
-        self._epilogues = {}
+        self._epilogues, self._direct_labels = {}, None
         self.product = elementwise_product(op)  # what runs it without C (products.py)
 
     # -- analysis -----------------------------------------------------------------------
@@ -450,17 +454,20 @@ class Pairwise:
         ``out`` (the output viewed in buffer order) where given; the labels numbered over
         the modes the views have (np.einsum takes 52: an einsum of 53 modes, most of
         extent 1, failed inside NumPy)."""
-        used = dict.fromkeys([*self.a.strides, *self.b.strides, *self.buffer_modes])
-        labels = {m: k for k, m in enumerate(used)}
+        if self._direct_labels is None:  # worked out once (a fifth of a small call)
+            used = dict.fromkeys([*self.a.strides, *self.b.strides, *self.buffer_modes])
+            labels = {m: k for k, m in enumerate(used)}
+            self._direct_labels = [[labels[m] for m in ms] for ms in (
+                self.a.strides, self.b.strides, self.buffer_modes)]
         args = []
-        for side, array in ((self.a, arrays[0]), (self.b, arrays[1])):
+        for side, array, labels in zip((self.a, self.b), arrays, self._direct_labels,
+                                       strict=False):
             x = side.fold_view(array)
-            if x.dtype != self.op.compute or side.unary is not Unary.IDENTITY:
+            if side.operand.dtype != self.op.compute or side.unary is not Unary.IDENTITY:
                 x = load(x, side.unary, self.op.compute)
-            args += [x, [labels[m] for m in side.strides]]
+            args += [x, labels]
         # (a 0-d result: np.einsum returns a NumPy scalar, the epilogue writes an array)
-        return np.asarray(np.einsum(*args, [labels[m] for m in self.buffer_modes],
-                                    out=out, optimize=False))
+        return np.asarray(sum_of_products(*args, self._direct_labels[2], out=out))
 
     def _epilogue(self, out, t, c, alpha, beta):
         """out = alpha * t + beta * op(C) in one pass (permuting, broadcasting, casting).
