@@ -151,6 +151,13 @@ def workloads():
                   [(1000, 10), (10, 1000), (1000, 10)], f64, limit="gemm-f64", quick=True),
         _workload("einsum-ab,bc,cd,de->ae-1000x2-f64", "ab,bc,cd,de->ae",
                   [(1000, 2), (2, 1000), (1000, 2), (2, 1000)], f64, limit="gemm-f64"),
+        # shapes that had cost 2-9x np.einsum: a tiny step of a network, an outer product,
+        # a narrow product of operands GEMM reads only as copies (bytes, not FLOPs, count)
+        _workload("einsum-overhead-lnr,n->lr-16x4x16-f64", "lnr,n->lr", [(16, 4, 16), (4,)],
+                  f64, limit=None, quick=True),
+        _workload("einsum-i,j->ij-1024-f64", "i,j->ij", [(1024,), (1024,)], f64, limit=None),
+        _workload("einsum-lnr,lmr->nm-512x4-f64", "lnr,lmr->nm", [(512, 4, 512)] * 2, f64,
+                  limit=None),
         _half("einsum-ik,kj->ij-1024-f16", np.float16),
         _half("einsum-ik,kj->ij-1024-bf16", bfloat16),
         _overhead(),
