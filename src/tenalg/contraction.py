@@ -467,7 +467,9 @@ class Pairwise:
                 x = load(x, side.unary, self.op.compute)
             args += [x, labels]
         # (a 0-d result: np.einsum returns a NumPy scalar, the epilogue writes an array)
-        return np.asarray(sum_of_products(*args, self._direct_labels[2], out=out))
+        if out is None:  # (NumPy's C routine refuses out=None)
+            return np.asarray(sum_of_products(*args, self._direct_labels[2]))
+        return sum_of_products(*args, self._direct_labels[2], out=out)
 
     def _epilogue(self, out, t, c, alpha, beta):
         """out = alpha * t + beta * op(C) in one pass (permuting, broadcasting, casting).
