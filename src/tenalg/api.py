@@ -38,6 +38,7 @@ from .kernels import cpu
 from .seam import call_front_end, changed, foreign_kind
 from .views import (
     axis_index,
+    check_inside,
     check_offset,
     diagonal,
     diagonals,
@@ -121,6 +122,7 @@ def _sum_types(a, dtype, out):
 def _numpy_sum(function, a, *args, dtype=None, out=None, **kwargs):
     """NumPy's own sum or trace (``function``) for what the kernels do not compute, an
     ``out`` of the wrong kind refused as the kernels' path refuses it (OutputTypeError)."""
+    check_inside(a, "a")  # (an as_strided layout: NumPy would read past its buffer)
     if out is not None:  # the type NumPy's sum gives, read off an empty sum
         check_cast(np.add.reduce(np.empty(1, a.dtype)[:0], dtype=dtype, keepdims=True).dtype,
                     out)
@@ -382,6 +384,7 @@ def permute(a, axes=None, *, alpha=None, out=None):
                      scalars=None if alpha is None else {"alpha": alpha}, numpy_out=True,
                      first=_permute_first if alpha is None else None)
     out = output_array(out)
+    check_inside(a, "a")  # (an as_strided layout: NumPy's copy would read past its buffer)
     moved = a.transpose(permutation(axes, a.ndim))
     if alpha is not None:
         moved = np.multiply(moved, alpha)
@@ -563,6 +566,7 @@ def norm(a):
     if type(a) is not np.ndarray and (kind := foreign_kind((a,))):  # Dask arrays, say
         return call_front_end(kind, "norm", a)
     a = as_array(a, "a")
+    check_inside(a, "a")  # (its flat views and casts are NumPy's, which do not check)
     if a.dtype not in KERNEL_TYPES:
         if a.dtype.kind not in "biu":
             return np.asarray(np.linalg.norm(a.ravel()))
@@ -578,7 +582,8 @@ def norm(a):
         root = math.sqrt(total)
         if dtype is _FLOAT64 or root <= _MAX_NORM[dtype]:
             return np.asarray(root, dtype)
-        return np.asarray(math.inf, dtype)  # a norm past the dtype's range, as NumPy's
+        with np.errstate(over="ignore"):  # rounded to the dtype: its max, or inf past it
+            return np.asarray(root, dtype)
     parts = (a.real, a.imag) if np.iscomplexobj(a) else (a,)
     largest = [_max_abs(part) for part in parts]
     if any(math.isnan(x) for x in largest):  # NaN, as NumPy's (Python's max keeps inf

@@ -182,6 +182,10 @@ def test_norm_scales_huge_and_tiny_values():
         assert norm == np.inf and norm.dtype == big.real.dtype  # raised OverflowError)
     for within in (np.full(4, 1e20, np.float32), np.full(4, 1e4, np.float16)):
         assert ta.norm(within) == 2 * within[0] and ta.norm(within).dtype == within.dtype
+    for dtype in (np.float16, ta.bfloat16, np.float32):  # just past the max, rounding to it
+        top = float(ml_dtypes.finfo(dtype).max)
+        near = np.array([top, top * 2.0**-12], dtype)
+        assert ta.norm(near) == np.array(top, dtype)  # (it had given inf)
 
 
 def test_norm_of_a_view_copies_at_most_once():

@@ -261,6 +261,25 @@ def test_an_integer_scalar_past_every_float_is_refused_before_anything_is_writte
     np.testing.assert_allclose(out, 1e300 * np.einsum("ijk,ijk->ij", x, y), rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.int64, np.bool_])
+def test_front_ends_refuse_views_past_their_buffer_for_every_dtype(dtype):
+    """An as_strided view past its buffer: norm read it through NumPy's flat views and
+    casts (complex data, float32 once compiled, integers), and integer and bool sums,
+    traces and permutations through NumPy's own calls, returning what lay beyond (found
+    by the probe of the front ends). Views inside their buffer still compute."""
+    buf = np.ones(4, dtype)
+    past = np.lib.stride_tricks.as_strided(buf, (50, 50), (buf.itemsize,) * 2)
+    for call in (ta.norm, lambda x: ta.sum(x, 0), ta.sum, ta.trace,
+                 lambda x: ta.permute(x, (1, 0))):
+        for _ in range(2):  # (a second call: the planned, compiled path)
+            with pytest.raises(ta.BoundsError):
+                call(past)
+    inside = np.lib.stride_tricks.as_strided(buf, (3, 2), (buf.itemsize, buf.itemsize))
+    assert float(ta.norm(inside)) == pytest.approx(6**0.5)
+    np.testing.assert_array_equal(ta.sum(inside, 0), np.sum(inside, 0))
+    np.testing.assert_array_equal(ta.permute(inside, (1, 0)), inside.T)
+
+
 class Strided:
     """An array of another library laid out as NumPy describes one (CuPy's arrays: a
     shape, byte strides and a NumPy dtype)."""
