@@ -580,10 +580,10 @@ def norm(a):
         total = _squares64(a if a.dtype in _WIDE else _scaled64(a, 0))  # exact, or scaled
     if _NO_LOST_SQUARES <= total < math.inf:  # nothing overflowed, nothing that counts lost
         root = math.sqrt(total)
-        if dtype is _FLOAT64 or root <= _MAX_NORM[dtype]:
-            return np.asarray(root, dtype)
-        with np.errstate(over="ignore"):  # rounded to the dtype: its max, or inf past it
-            return np.asarray(root, dtype)
+        if dtype is not _FLOAT64 and root > _MAX_NORM[dtype]:
+            with np.errstate(over="ignore"):  # rounded to the dtype: its max, or inf past it
+                return np.asarray(root, dtype)
+        return np.asarray(root, dtype)
     parts = (a.real, a.imag) if np.iscomplexobj(a) else (a,)
     largest = [_max_abs(part) for part in parts]
     if any(math.isnan(x) for x in largest):  # NaN, as NumPy's (Python's max keeps inf
@@ -618,7 +618,7 @@ _NO_LOST_SQUARES = 2.0 ** -918
 _WIDE = (np.dtype(np.float64), np.dtype(np.complex128))
 _FLOAT64 = np.dtype(np.float64)
 _MAX_NORM = {np.dtype(t): float(ml_dtypes.finfo(t).max)
-             for t in (np.float16, bfloat16, np.float32, np.float64)}
+             for t in (np.float16, bfloat16, np.float32)}
 _BLAS_TYPES = frozenset(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
 
 

@@ -281,7 +281,7 @@ def _full_diagonal_sum(op, allocate):
         x = diagonal_calls(arrays[0], pairs)
         return np.add.reduce(x, axis=None, out=allocate() if out is None else out)
 
-    def single(x):  # the same sum into NumPy's own 0-d result (an 8 x 8 trace 2.6 -> 1.6 us)
+    def single(x):  # the same sum into NumPy's own 0-d result (an 8 x 8 trace 2.6 -> 1.7 us)
         return np.asarray(np.add.reduce(diagonal_calls(x, pairs), axis=None))
 
     same_type = op.output.dtype == op.inputs[0].descriptor.dtype
