@@ -311,8 +311,16 @@ class Pairwise:
                 and (self.a.copy or self.b.copy) and self.m * self.n <= 2 * (self.m + self.n)):
             self.direct = True
             self._choose(sa, sb, sd, free_a, free_b, inner)
-        self._epilogues, self._direct_labels = {}, None
+        self._epilogues = {}
         self.product = elementwise_product(op)  # what runs it without C (products.py)
+        if self.direct:  # np.einsum's labels and which sides convert, worked out once
+            used = dict.fromkeys([*self.a.strides, *self.b.strides, *self.buffer_modes])
+            labels = {m: k for k, m in enumerate(used)}
+            self._direct_sides = [
+                (side, [labels[m] for m in side.strides],
+                 side.operand.dtype != op.compute or side.unary is not Unary.IDENTITY)
+                for side in (self.a, self.b)]
+            self._direct_out = [labels[m] for m in self.buffer_modes]
 
     # -- analysis -----------------------------------------------------------------------
     def _dot_in_place(self, sa, sb, inner):
@@ -413,7 +421,7 @@ class Pairwise:
             return
         if self.empty:
             return
-        if self.direct and self.direct_into and (c is None or beta == 0):
+        if self.direct_into and (c is None or beta == 0):
             d = self.cast_view(out)
             self._direct(arrays, d)
             if alpha != 1:
@@ -454,22 +462,16 @@ class Pairwise:
         ``out`` (the output viewed in buffer order) where given; the labels numbered over
         the modes the views have (np.einsum takes 52: an einsum of 53 modes, most of
         extent 1, failed inside NumPy)."""
-        if self._direct_labels is None:  # worked out once (a fifth of a small call)
-            used = dict.fromkeys([*self.a.strides, *self.b.strides, *self.buffer_modes])
-            labels = {m: k for k, m in enumerate(used)}
-            self._direct_labels = [[labels[m] for m in ms] for ms in (
-                self.a.strides, self.b.strides, self.buffer_modes)]
         args = []
-        for side, array, labels in zip((self.a, self.b), arrays, self._direct_labels,
-                                       strict=False):
+        for (side, labels, converts), array in zip(self._direct_sides, arrays, strict=True):
             x = side.fold_view(array)
-            if side.operand.dtype != self.op.compute or side.unary is not Unary.IDENTITY:
+            if converts:
                 x = load(x, side.unary, self.op.compute)
             args += [x, labels]
         # (a 0-d result: np.einsum returns a NumPy scalar, the epilogue writes an array)
         if out is None:  # (NumPy's C routine refuses out=None)
-            return np.asarray(sum_of_products(*args, self._direct_labels[2]))
-        return sum_of_products(*args, self._direct_labels[2], out=out)
+            return np.asarray(sum_of_products(*args, self._direct_out))
+        return sum_of_products(*args, self._direct_out, out=out)
 
     def _epilogue(self, out, t, c, alpha, beta):
         """out = alpha * t + beta * op(C) in one pass (permuting, broadcasting, casting).

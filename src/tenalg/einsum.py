@@ -24,6 +24,7 @@ thread-safe LRU cache keyed by expression, layouts and options.
 
 import collections
 import functools
+import math
 import string
 import threading
 
@@ -368,9 +369,7 @@ class EinsumPlan:
         16 x 16 8.0 -> 2.4 us, 'lnr,n->lr' of (16, 4, 16) 8.4 -> 3.0.  Not where a
         backend other than tenalg's runs the steps, nor for one bare GEMM call (2.2-2.4
         us up to 4096 positions, np.einsum's 1.9-3.2)."""
-        positions = 1
-        for extent in self.extents.values():
-            positions *= extent
+        positions = math.prod(self.extents.values())
         if (self.view is not None or dtype is not None or compute_dtype is not None
                 or positions > ONE_PASS_POSITIONS or (not self.out_modes and not self.scalar)
                 or not all(d in ONE_PASS_TYPES for _, _, d in self._layouts)
