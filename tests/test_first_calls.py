@@ -116,7 +116,7 @@ def test_the_kernel_takes_over_once_compiled(tmp_path):
     # helpers compiled into them are not: two processes would write their indexes at once)
     cached = {p.name.split("-")[0] for p in tmp_path.rglob("*.nbi")}
     locked = {p.name for p in tmp_path.glob("tenalg-compile-*.lock")}
-    assert "permutation_tiles._tiles_kernel_serial" in cached, cached
+    assert "permutation_tiles._tiles_kernel_sequential" in cached, cached
     assert "calls._bits_address" in cached, cached
     assert all(any(n.endswith(f".{c}.lock") for n in locked) for c in cached), (cached, locked)
     _run("wait", tmp_path)

@@ -574,6 +574,33 @@ def test_strided_sums_decline_what_they_do_not_serve():
     assert cpu.strided_sums(C128, 4096, 4097, []) is None  # not a real float type
 
 
+def test_serial_twins_compile_serial_for_every_signature_and_quietly(tmp_path):
+    """The serial twin runs Numba's parfor passes with every transformation off (they
+    propagate the copies that inlined helpers make of their arrays): no signature of it
+    may become parallel (Numba empties an options dict when it reads it, so a second
+    signature compiled with all of them on) or start the thread pool, and Numba's
+    warning that parallel=True did nothing stays out of the user's sight."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import numpy as np, numba.np.ufunc.parallel as pool\n"
+        "from tenalg.kernels.cpu import diagonal_sums\n"
+        "twin = diagonal_sums._STRIDED_SUMS[1]\n"
+        "for dtype in (np.float64, np.float32):\n"
+        "    out = np.empty(1, dtype)\n"
+        "    twin(np.ones(64, dtype), np.array([0, 8, 8, 1, 0, 1, 0, 0, 3]), 2, out)\n"
+        "    assert out[0] == 8\n"
+        "print(len(twin.overloads), pool._is_initialized)\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-W", "error", "-c", script], env=env,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["2", "False"]
+
+
 def test_parallel_twin_never_loads_the_serial_one_from_the_cache(tmp_path):
     """Numba's disk cache keys a kernel by name and signature, not by ``parallel``: the
     serial twin is a copy under another name, so a cache filled by it (small problems

@@ -31,8 +31,11 @@ import warnings
 from pathlib import Path
 from types import FunctionType
 
-from numba import njit
-from numba.core import caching
+from numba import config, njit
+from numba.core import caching, typed_passes
+from numba.core.compiler import CompilerBase, DefaultPassBuilder
+from numba.core.compiler_machinery import register_pass
+from numba.core.cpu_options import ParallelOptions
 
 from . import compiler
 
@@ -169,15 +172,60 @@ KERNEL = {**JIT, "cache": CACHE}
 PARALLEL = {**KERNEL, "parallel": True}
 
 
+def _no_parfors():
+    """Numba's ``parallel`` option with every transformation off: no loop runs on threads,
+    but the parfor passes still run, and they propagate copies.  Inlining an
+    ``inline="always"`` helper copies each array it takes into a variable of its own,
+    which costs an atomic incref and decref per call in a kernel's loop where the plain
+    pipeline leaves them: the few-terms sum over axis 1 of a (65536, 8, 8) float64 array
+    spent half its 9.6 ms in them on one thread, 1.7 ms so (the parallel twin on one
+    thread 1.6; nine arrays a unit of 64 terms).  Options, not a dict: Numba empties a
+    dict when it reads it, and a kernel's next signature would then compile parallel."""
+    return ParallelOptions(dict.fromkeys(("comprehension", "reduction", "inplace_binop",
+                                          "setitem", "numpy", "stencil", "fusion",
+                                          "prange"), False))
+
+
+@register_pass(mutates_CFG=True, analysis_only=False)
+class _QuietParforPass(typed_passes.ParforPass):
+    """Numba's parfor pass without its warning that no loop became parallel, which is
+    what :func:`_no_parfors` asks for.  Numba's setting is switched off while the pass
+    runs only, under Numba's compiler lock: no other compilation warns meanwhile."""
+
+    _name = "tenalg_quiet_parfor_pass"
+
+    def run_pass(self, state):
+        before = config.DISABLE_PERFORMANCE_WARNINGS
+        config.DISABLE_PERFORMANCE_WARNINGS = True
+        try:
+            return super().run_pass(state)
+        finally:
+            config.DISABLE_PERFORMANCE_WARNINGS = before
+
+
+class _SequentialCompiler(CompilerBase):
+    """Numba's pipeline with the quiet parfor pass (for :func:`_no_parfors` options)."""
+
+    def define_pipelines(self):
+        pm = DefaultPassBuilder.define_nopython_pipeline(self.state)
+        pm.passes = [(_QuietParforPass if cls is typed_passes.ParforPass else cls, about)
+                     for cls, about in pm.passes]
+        pm.finalize()
+        return [pm]
+
+
 def twins(kernel):
     """``kernel`` compiled twice: (parallel over its prange, serial); small problems run
     the serial one, which costs no thread-pool launch.  The serial twin compiles a copy
-    named ``<name>_serial``: Numba's on-disk cache keys a function by its name and
-    signature, not by ``parallel``, so twins of one name would load whichever of them was
-    compiled first (a parallel kernel running on one thread)."""
-    serial = FunctionType(kernel.__code__, kernel.__globals__, kernel.__name__ + "_serial",
-                          kernel.__defaults__, kernel.__closure__)
-    serial.__qualname__ = kernel.__qualname__ + "_serial"
-    pair = njit(**PARALLEL)(kernel), njit(**KERNEL)(serial)
+    named ``<name>_sequential`` (:func:`_no_parfors`): Numba's on-disk cache keys a
+    function by its name and signature, not by its options, so twins of one name would
+    load whichever of them was compiled first (a parallel kernel running on one thread),
+    and a cache filled before the serial twin's options changed would keep its code."""
+    serial = FunctionType(kernel.__code__, kernel.__globals__,
+                          kernel.__name__ + "_sequential", kernel.__defaults__,
+                          kernel.__closure__)
+    serial.__qualname__ = kernel.__qualname__ + "_sequential"
+    pair = njit(**PARALLEL)(kernel), njit(**KERNEL, parallel=_no_parfors(),
+                                          pipeline_class=_SequentialCompiler)(serial)
     compiler.siblings(*pair)  # compiled together: the thread count a call takes varies
     return pair
