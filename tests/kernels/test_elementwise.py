@@ -146,6 +146,55 @@ def test_elementwise_one_pass_rows_match_reference(storage, compute, n):
                     assert np.array_equal(np.signbit(out), np.signbit(want))
 
 
+@pytest.mark.parametrize("storage, compute", [
+    ((F32,) * 3, F32), ((F64,) * 3, F64), ((F16,) * 3, F32), ((BF16, F32, F16), F32),
+    ((F64, F16, F32), F64)], ids=str)
+@pytest.mark.parametrize("one_value", [0, 1])
+def test_elementwise_one_pass_rows_of_one_value_match_reference(storage, compute, one_value):
+    """Of two inputs, one may repeat a value along the rows (an outer product's column):
+    the one pass loads it once a row, and gives the reference's values bit for bit, with
+    NaN, inf and -0 (signed zeros kept), every op and scalar, on rows longer than a
+    unit."""
+    rng = np.random.default_rng(one_value)
+    shape = (7, lowlevel._ROW_PIECE + 900)
+    column = values(rng, (shape[0], 1), storage[1 + one_value])
+    column[:4, 0] = np.array([np.nan, np.inf, -0.0, 0.0], storage[1 + one_value])
+    rows = values(rng, shape, storage[2 - one_value])[::-1]
+    rows[0, :3] = np.array([np.inf, -0.0, np.nan], storage[2 - one_value])
+    inputs = [np.broadcast_to(column, shape), rows]
+    if one_value:
+        inputs.reverse()
+    for op in (Binary.ADD, Binary.MUL):
+        for scalars in [(1, 1), (2, -3), (0.0, -0.0)]:
+            out, want = np.empty(shape, storage[0]), np.empty(shape, storage[0])
+            kw = dict(unaries=(Unary.IDENTITY,) * 2, op_ab=op, op_abc=None, scalars=scalars,
+                      compute=compute)
+            call = cpu.elementwise_call(out, tuple(inputs), **kw)
+            assert f"{'ab'[one_value]}'s row one value" in call.about
+            with np.errstate(all="ignore"):
+                cpu.elementwise(out, tuple(inputs), **kw)
+                reference.elementwise(want, tuple(inputs), **kw)
+            assert_same(out, want, exact=True)
+            numbers = ~np.isnan(want)  # (a NaN's sign is the hardware's choice of operand)
+            assert np.array_equal(np.signbit(out[numbers]), np.signbit(want[numbers]))
+
+
+def test_elementwise_rows_span_the_axes_that_merge():
+    """Axes that every array steps over as over one merge into one row: arrays contiguous
+    in one order are a single row, a slice keeps the rows its stride breaks."""
+    rng = np.random.default_rng(5)
+    a, b = values(rng, (6, 5, 40), F64), values(rng, (6, 5, 40), F64)
+    kw = dict(unaries=(Unary.IDENTITY,) * 2, op_ab=Binary.ADD, op_abc=None, scalars=(1, 1),
+              compute=F64)
+    for x, y, out, rows in [(a, b, np.empty_like(a), [1200]),
+                            (a.T, b.T, np.empty((40, 5, 6), order="F"), [1200]),
+                            (a[:, :, :30], b[:, :, :30], np.empty((6, 5, 30)), [30, 30])]:
+        call = cpu.elementwise_call(out, (x, y), **kw)
+        assert call.shape.tolist() == rows
+        cpu.elementwise(out, (x, y), **kw)
+        assert_same(out, x + y, exact=True)
+
+
 def test_trinary_broadcast_row():
     rng = np.random.default_rng(2)
     a, c = values(rng, (300, 700), F32), values(rng, (300, 700), F32)

@@ -439,12 +439,14 @@ def _offset_pair(r, shape, strides, last, offs):
     return o, s
 
 
-@njit(**_JIT)
+@njit(**_JIT, inline="always")
 def _offsets(r, shape, strides, last, offs, result):
     """result[k] = offs[k] + (offsets of flat index r over axes 0..last-1) for each array.
     The outermost index is r itself once the others are taken (r < the product of the
     extents): no division there, none at all over one axis (a sum over axis 1 of (16384,
-    8, 8) float64, one output row per index: 815 -> 642 us on one thread of Zen 4)."""
+    8, 8) float64, one output row per index: 815 -> 642 us on one thread of Zen 4).
+    Inlined: a call counts each of its four arrays' references up and down, atomically
+    (see :func:`tenalg.kernels.jit.twins`)."""
     for k in range(offs.shape[0]):
         result[k] = offs[k]
     for ax in range(last - 1, 0, -1):
