@@ -201,3 +201,36 @@ def test_a_child_forked_after_a_parallel_kernel_computes():
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-1] == "0", done.stdout + done.stderr[-2000:]
+
+
+ONE_THREAD = """
+import threading, numpy as np, numba.np.ufunc.parallel as pool
+import tenalg as ta
+from tenalg.kernels.cpu import one_thread, on_threads, thread_count
+x = np.random.default_rng(0).standard_normal((16, 12, 16, 10))
+big = np.ones((128, 128, 64))
+with one_thread():
+    with on_threads(2):  # inside one_thread(), more is still one
+        inner = thread_count(1 << 22)
+    assert np.allclose(ta.sum(x[::-1, :, ::2], axis=(0, 2)), x[::-1, :, ::2].sum((0, 2)))
+    assert np.allclose(ta.sum(big, axis=1), big.sum(1))  # 2^20 elements, on this thread
+    other = []
+    t = threading.Thread(target=lambda: other.append(thread_count()))
+    t.start(); t.join()
+print(inner, other[0] == thread_count(), pool._is_initialized)
+for _ in range(3):
+    ta.sum(x[::-1, :, ::2], axis=(0, 2))  # small work through on_threads(1)
+print(pool._is_initialized)
+"""
+
+
+def test_one_thread_blocks_start_no_thread_pool(tmp_path):
+    """one_thread() and the small calls that run on one thread take no Numba setting, which
+    would start its thread pool (21 ms, and a child forked later runs serially): a mark
+    of this thread's, which thread_count reads, caps them at one, nested blocks too; other
+    threads keep their count."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "TENALG_COMPILE": "wait"}
+    run = subprocess.run([sys.executable, "-c", ONE_THREAD], env=env, capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["1", "True", "False", "False"]

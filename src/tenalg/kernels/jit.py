@@ -189,8 +189,11 @@ def _no_parfors():
 @register_pass(mutates_CFG=True, analysis_only=False)
 class _QuietParforPass(typed_passes.ParforPass):
     """Numba's parfor pass without its warning that no loop became parallel, which is
-    what :func:`_no_parfors` asks for.  Numba's setting is switched off while the pass
-    runs only, under Numba's compiler lock: no other compilation warns meanwhile."""
+    what :func:`_no_parfors` asks for, and without the hook it leaves in the cached code
+    that starts Numba's thread pool when the code loads (a serial kernel needs none; a
+    pool started makes forked children run serially).  Numba's setting is switched off
+    while the pass runs only, under Numba's compiler lock: no other compilation warns
+    meanwhile."""
 
     _name = "tenalg_quiet_parfor_pass"
 
@@ -198,9 +201,12 @@ class _QuietParforPass(typed_passes.ParforPass):
         before = config.DISABLE_PERFORMANCE_WARNINGS
         config.DISABLE_PERFORMANCE_WARNINGS = True
         try:
-            return super().run_pass(state)
+            changed = super().run_pass(state)
         finally:
             config.DISABLE_PERFORMANCE_WARNINGS = before
+        pool_hook = getattr(typed_passes, "_reload_parfors", None)
+        state.reload_init[:] = [hook for hook in state.reload_init if hook is not pool_hook]
+        return changed
 
 
 class _SequentialCompiler(CompilerBase):

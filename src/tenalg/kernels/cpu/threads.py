@@ -9,6 +9,7 @@
 import contextlib
 import functools
 import os
+import threading
 from time import monotonic as _clock
 
 from numba import config, get_num_threads, set_num_threads, threading_layer
@@ -50,7 +51,21 @@ def one_thread():
 @contextlib.contextmanager
 def on_threads(threads):
     """The kernels run inside on at most ``threads`` threads (Numba's setting for the
-    calling thread, lowered where it is more)."""
+    calling thread, lowered where it is more).  One thread before Numba's pool has
+    started is this thread's mark instead (:func:`thread_count` reads it): Numba's
+    setting would start the pool (21 ms, and a child forked later runs serially), which
+    serial kernels do not need."""
+    started = _pool._is_initialized
+    if threads <= 1 and not started or getattr(_local, "one", 0):
+        _local.one = getattr(_local, "one", 0) + 1
+        try:
+            yield
+        finally:
+            _local.one -= 1
+        return
+    if not started and threads >= config.NUMBA_NUM_THREADS:  # nothing to lower
+        yield
+        return
     before = get_num_threads()
     if threads < before:
         set_num_threads(threads)
@@ -77,6 +92,7 @@ _ended = [float("-inf")]  # when the last kernel call ended (or began, where not
 _forked = [False]  # in a child forked after GNU OpenMP's pool started: serial twins only
 _was_parallel = [True]  # whether the last parallel call took more than one thread
 _whole_setting = [0]  # inside all_threads(): Numba's setting, whatever the load or pause
+_local = threading.local()  # .one: on_threads(1) blocks entered before the pool started
 
 
 @contextlib.contextmanager
@@ -110,6 +126,8 @@ def thread_count(work=None):
     # before Numba's pool has started, its setting is the configured count: a first call
     # that runs NumPy while its kernel compiles starts no pool (21 ms)
     threads = _thread_counter()() if _pool._is_initialized else config.NUMBA_NUM_THREADS
+    if threads > 1 and getattr(_local, "one", 0):  # on_threads(1) before the pool started
+        return 1
     if threads > 1 and not _whole_setting[0]:
         now = _clock()
         last, _ended[0] = _ended[0], now  # the next call, soon after, finds them awake
