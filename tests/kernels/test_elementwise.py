@@ -181,14 +181,17 @@ def test_elementwise_one_pass_rows_of_one_value_match_reference(storage, compute
 
 def test_elementwise_rows_span_the_axes_that_merge():
     """Axes that every array steps over as over one merge into one row: arrays contiguous
-    in one order are a single row, a slice keeps the rows its stride breaks."""
+    in one order are a single row, a slice keeps the rows its stride breaks, an axis of
+    extent 1 (whatever its stride) takes no place."""
     rng = np.random.default_rng(5)
     a, b = values(rng, (6, 5, 40), F64), values(rng, (6, 5, 40), F64)
     kw = dict(unaries=(Unary.IDENTITY,) * 2, op_ab=Binary.ADD, op_abc=None, scalars=(1, 1),
               compute=F64)
     for x, y, out, rows in [(a, b, np.empty_like(a), [1200]),
                             (a.T, b.T, np.empty((40, 5, 6), order="F"), [1200]),
-                            (a[:, :, :30], b[:, :, :30], np.empty((6, 5, 30)), [30, 30])]:
+                            (a[:, :, :30], b[:, :, :30], np.empty((6, 5, 30)), [30, 30]),
+                            # an axis of extent 1 and any stride: no row of its own
+                            (a[:1, 0], b[:1, 0], np.empty((3, 40))[1:2], [40])]:
         call = cpu.elementwise_call(out, (x, y), **kw)
         assert call.shape.tolist() == rows
         cpu.elementwise(out, (x, y), **kw)
