@@ -75,16 +75,12 @@ def _direct_run_impl(out, o, a, oa, b, ob, c, oc, m, marks, codes, scal, inputs)
         add_ab, add_abc, fmt = codes[4] == 0, codes[5] == 0, codes[6]
         ma, mb, mc = marks[0], marks[1], marks[2]
         if not trinary and codes[10] == 2:  # a's row is one value
-            x = s0 * _like(_load(a[_U(oa)], ma), s0)
-            for i in range(m):
-                y = s1 * _like(_load(b[_U(ob + i)], mb), s1)
-                out[_U(o + i)] = _storage_value(out, x + y if add_ab else x * y, fmt)
+            _held_row(out, o, s0 * _like(_load(a[_U(oa)], ma), s0), b, ob, mb, s1, m, add_ab,
+                      fmt)
             return
         if not trinary and codes[10] == 3:  # b's row is one value
-            y = s1 * _like(_load(b[_U(ob)], mb), s1)
-            for i in range(m):
-                x = s0 * _like(_load(a[_U(oa + i)], ma), s0)
-                out[_U(o + i)] = _storage_value(out, x + y if add_ab else x * y, fmt)
+            _held_row(out, o, s1 * _like(_load(b[_U(ob)], mb), s1), a, oa, ma, s0, m, add_ab,
+                      fmt)
             return
         for i in range(m):  # the tests below select: the loop vectorises
             x = s0 * _like(_load(a[_U(oa + i)], ma), s0)
@@ -97,6 +93,15 @@ def _direct_run_impl(out, o, a, oa, b, ob, c, oc, m, marks, codes, scal, inputs)
     return impl
 
 
+
+
+@njit(**_JIT, inline="always")
+def _held_row(out, o, held, x, ox, mark, scale, m, add, fmt):
+    """out[o + i] = held + or * scale * x[ox + i] for i < m: the row of two inputs one of
+    which holds one value (sums and products commute exactly: either input may hold it)."""
+    for i in range(m):
+        v = scale * _like(_load(x[_U(ox + i)], mark), scale)
+        out[_U(o + i)] = _storage_value(out, held + v if add else held * v, fmt)
 
 
 def _rows_kernel(shape, offs, strides, ta, tb, tc, codes, scal, out, a, b, c):
