@@ -56,8 +56,8 @@ def on_threads(threads):
     setting would start the pool (21 ms, and a child forked later runs serially), which
     serial kernels do not need."""
     started = _pool._is_initialized
-    if threads <= 1 and not started or getattr(_local, "one", 0):
-        _local.one = getattr(_local, "one", 0) + 1
+    if (threads <= 1 and not started) or _local.one:
+        _local.one += 1
         try:
             yield
         finally:
@@ -92,7 +92,13 @@ _ended = [float("-inf")]  # when the last kernel call ended (or began, where not
 _forked = [False]  # in a child forked after GNU OpenMP's pool started: serial twins only
 _was_parallel = [True]  # whether the last parallel call took more than one thread
 _whole_setting = [0]  # inside all_threads(): Numba's setting, whatever the load or pause
-_local = threading.local()  # .one: on_threads(1) blocks entered before the pool started
+
+
+class _Marks(threading.local):
+    one = 0  # on_threads(1) blocks the thread is in, entered before the pool started
+
+
+_local = _Marks()
 
 
 @contextlib.contextmanager
@@ -126,7 +132,7 @@ def thread_count(work=None):
     # before Numba's pool has started, its setting is the configured count: a first call
     # that runs NumPy while its kernel compiles starts no pool (21 ms)
     threads = _thread_counter()() if _pool._is_initialized else config.NUMBA_NUM_THREADS
-    if threads > 1 and getattr(_local, "one", 0):  # on_threads(1) before the pool started
+    if threads > 1 and _local.one:  # on_threads(1) before the pool started
         return 1
     if threads > 1 and not _whole_setting[0]:
         now = _clock()
