@@ -178,6 +178,30 @@ def test_which_trains_it_serves(monkeypatch):
     assert smallsweep.svd(stack, [1], 1e-8, None) is None  # compiling: the batched sweep
 
 
+def test_a_result_not_finite_is_left_to_the_batched_sweep(monkeypatch):
+    """The compiled sweep checks its own result (the caller skips the check of every
+    core): one that holds inf (an overflow) makes it decline, and the batched sweep
+    rounds the train as it would have."""
+    x = tt.random((4,) * 5, 3, rng=0)
+    stack = [[c.array()[None] for c in (x + x).cores]]
+    compiled = smallsweep._sweep
+
+    def overflowing(*args):
+        result = compiled(*args)
+        args[6][3] = np.inf  # (out)
+        return result
+
+    monkeypatch.setattr(smallsweep, "_sweep", overflowing)
+    monkeypatch.setattr(compiler, "ready_for", lambda kernel, args, key: True)
+    assert smallsweep.svd(stack, [1], 1e-8, None) is None
+    y = tt.round(x + x, 1e-8)
+    with batched_sweep():
+        y0 = tt.round(x + x, 1e-8)
+    assert y.ranks == y0.ranks == x.ranks
+    assert all(np.array_equal(a.array(), b.array()) for a, b in zip(y.cores, y0.cores,
+                                                                    strict=True))
+
+
 def test_float32_near_redundant_sum():
     """The #31 row: a float32 a + (a + 1e-2 c) rounded at eps 1e-3 keeps a's and c's ranks
     with an error within eps, as the batched sweep does."""

@@ -99,11 +99,11 @@ def run(method, summands, coefficients, eps, max_rank, rng=None, work=FRESH):
         # delays does fewer of; OpenBLAS's threads waited for it (beside one busy
         # process, a (d 8, n 64, r 40) rounding took 3.0 s against 80 ms alone)
         with one_blas_thread(summands[0][0].dtype):
-            res = _sweep(method, summands, coefficients, eps, max_rank, rng, work)
+            res, finite = _sweep(method, summands, coefficients, eps, max_rank, rng, work)
     except np.linalg.LinAlgError as error:
         _refuse_non_finite(summands, error)
         raise
-    if not all(np.isfinite(core).all() for core in res.cores):
+    if not finite and not all(np.isfinite(core).all() for core in res.cores):
         _refuse_non_finite(summands)  # else an overflow: the norm of a long train, say
     return res
 
@@ -115,15 +115,16 @@ def _refuse_non_finite(summands, error=None):
 
 
 def _sweep(method, summands, coefficients, eps, max_rank, rng, work):
+    """(the rounding, whether it is known to be finite: the small sweep checks its own)"""
     if method == "randomized":
-        return sweeps.randomized(summands, coefficients, eps, max_rank, rng)
+        return sweeps.randomized(summands, coefficients, eps, max_rank, rng), False
     rounded = smallsweep.svd(summands, coefficients, eps, max_rank)
     if rounded is not None:  # what "gram" saves is GEMM work, which a small train lacks:
         # its sweep makes some 80 NumPy calls a bond (d 10, n 2, r 2: 4.7 against 0.27 ms)
-        return rounded._replace(fallback=None if method == "svd" else np.ones(1, bool))
+        return rounded._replace(fallback=None if method == "svd" else np.ones(1, bool)), True
     if method == "svd":
-        return sweeps.svd(summands, coefficients, eps, max_rank, work)
-    return gramsweep.gram(summands, coefficients, eps, max_rank)
+        return sweeps.svd(summands, coefficients, eps, max_rank, work), False
+    return gramsweep.gram(summands, coefficients, eps, max_rank), False
 
 
 def _stack1(t):

@@ -223,7 +223,7 @@ def norm(a):
     """Frobenius norm of each train, by a left-to-right QR sweep (no sum of squares)."""
     logs = np.zeros(a[0].shape[0])
     r = None
-    with one_blas_thread(a[0].dtype):  # once, not per core (threadpoolctl's 30 us each)
+    with one_blas_thread(a[0].dtype):  # once, not per core
         for x in a:
             x, logs = normalize(x, logs)
             m = x if r is None else einsum("gab,gbnc->ganc", r, x)
@@ -271,10 +271,10 @@ def reverse(cores):
 def unstack(cores, ranks):
     """Per train, its cores cut to its own ranks (``ranks`` is (g, d+1)); views of the
     stacks where a core keeps the stack's full ranks in every train."""
-    cut = []
+    cut, bonds = [], ranks.T.tolist()  # (each train's rank at each bond)
     for k, c in enumerate(cores):
-        left, right = ranks[:, k].tolist(), ranks[:, k + 1].tolist()
-        if set(left) == {c.shape[1]} and set(right) == {c.shape[3]}:
+        left, right = bonds[k], bonds[k + 1]
+        if left.count(c.shape[1]) == len(left) and right.count(c.shape[3]) == len(right):
             cut.append(list(c))
         else:
             cut.append([np.ascontiguousarray(x[:l, :, :r])

@@ -13,8 +13,9 @@ trains, the batched sweep's certified Gram paths cost less than LAPACK's QR and 
 The results are LAPACK's SVD truncations, which the batched sweep's equal to within
 sqrt(u) (its Gram paths are certified to that), so the eps bound holds either way; ranks
 may differ only where a singular value sits at the cut to that accuracy. While the
-kernel compiles (:mod:`tenalg.kernels.compiler`), and for trains with infinite or NaN
-entries, :func:`svd` returns None and the caller takes the batched sweep.
+kernel compiles (:mod:`tenalg.kernels.compiler`), for trains with infinite or NaN
+entries, and where the result is not finite (:func:`svd` checks it, the caller need
+not), :func:`svd` returns None and the caller takes the batched sweep.
 
 >>> import numpy as np
 >>> small(np.float64, (8,) * 10, (1,) + (24,) * 9 + (1,)), small(np.complex128, (4, 4), (1, 2, 1))
@@ -81,8 +82,12 @@ def svd(summands, coefficients, eps, max_rank):
         nrm, log, discarded = _sweep(*args)
     except np.linalg.LinAlgError:  # an infinity or NaN met by LAPACK (which checks first)
         return None
-    shapes = [(1, new_ranks[0, k], dims[k], new_ranks[0, k + 1]) for k in range(d)]
-    return Rounded(split(out, shapes), new_ranks, norm_from_log([nrm], log),
+    kept = new_ranks[0].tolist()
+    shapes = [(1, kept[k], dims[k], kept[k + 1]) for k in range(d)]
+    used = out[:sum(math.prod(s) for s in shapes)]
+    if not np.isfinite(used).all():
+        return None  # NaN in, or an overflow: the batched sweep's checks say which
+    return Rounded(split(used, shapes), new_ranks, norm_from_log([nrm], log),
                    np.array([discarded]))
 
 
