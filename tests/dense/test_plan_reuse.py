@@ -200,3 +200,36 @@ def test_new_permutations_of_a_megabyte_or_more_start_on_a_cache_line():
     got = product.execute(a[:, :, 0], a[:, :, 0])
     assert np.allclose(got, a[:, :, 0] @ a[:, :, 0])
     assert (got if got.base is None else got.base).flags.owndata  # a GEMM's: NumPy's own
+
+
+def test_cpu_plans_check_the_common_call_in_one_pass():
+    """A plan on the Numba kernels offers its runner's default-scalar call to the plan's
+    one-pass checks, as the direct backend's plans do (``plan.single``, and ``execute``
+    and ``execute_into`` shadowed): results as NumPy's, new or into ``out``; an ``out``
+    that overlaps the input, is read-only or of another layout still gets the general
+    checks' error, with nothing written."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((48, 40, 8))
+    plan = ta.Plan(ta.Operation.permutation(ta.Operand(a, "ijk"), out_modes="kji", order="C"),
+                   backend="cpu")
+    assert plan.single is not None and "execute_into" in vars(plan)
+    want = np.ascontiguousarray(a.transpose(2, 1, 0))
+    np.testing.assert_array_equal(plan.single(a), want)
+    np.testing.assert_array_equal(plan.execute(a), want)
+    out = np.full(want.shape, np.nan)
+    assert plan.execute_into(out, a) is out
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(plan.execute_into(out, a, alpha=2.0), 2 * want)
+    buffer = np.concatenate([a.ravel(), np.zeros(a.size)])
+    inside = buffer[:a.size].reshape(a.shape)
+    overlapping = buffer[a.size // 2:a.size // 2 + a.size].reshape(want.shape)
+    before = buffer.copy()
+    with pytest.raises(ta.AliasError):
+        plan.execute_into(overlapping, inside)
+    np.testing.assert_array_equal(buffer, before)
+    frozen = np.zeros(want.shape)
+    frozen.flags.writeable = False
+    with pytest.raises(ta.OutputMismatchError, match="read-only"):
+        plan.execute_into(frozen, a)
+    with pytest.raises(ta.OutputMismatchError, match="strides"):
+        plan.execute_into(np.zeros(want.shape, order="F"), a)

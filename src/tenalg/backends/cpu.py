@@ -10,7 +10,7 @@ permutations, reductions and elementwise operations large enough to pay for them
 
 import numpy as np
 
-from ..allocation import byte_strides, stand_in
+from ..allocation import allocator, byte_strides, stand_in
 from ..descriptors import Unary
 from ..dtypes import is_complex
 from ..kernels import compiler, cpu, direct
@@ -53,6 +53,8 @@ class CpuRunner(StridedRunner):
         self._rows = _row_copy(operation, self.loops)
         self._work = work(operation, self.loops)
         self._threads = 1  # of the call under way (see _call)
+        self.call = _default_call(self.run, allocator(operation.output, self.lined_output),
+                                  dict(SCALARS[operation.kind]))
 
     def run(self, out, arrays, scalars):
         if self._skip:
@@ -135,6 +137,27 @@ class CpuRunner(StridedRunner):
         call, _ = self._probe_call()
         return "two passes, the outer axes into a plane, then its rows" if call is None else (
             call.about)
+
+
+def _default_call(run, allocate, scalars):
+    """``run`` with the default ``scalars`` as a plan's unchecked call (``call(arrays,
+    out=None)``, and ``call.single(a)`` into a new output), for which the plan checks the
+    common call in one pass (:func:`tenalg.plan._checked`): through the plan's general
+    checks a 16 x 16 permutation plan took 6.2 us into ``out``, so 5.6."""
+
+    def call(arrays, out=None):
+        if out is None:
+            out = allocate()
+        run(out, arrays, scalars)
+        return out
+
+    def single(a):
+        out = allocate()
+        run(out, (a,), scalars)
+        return out
+
+    call.single, call.scaled, call.describe = single, False, "the Numba kernels"
+    return call
 
 
 _ROWS = object()  # the call of a row permutation on one thread: NumPy's copy
