@@ -37,6 +37,17 @@ def test_one_thread_inside_and_restored(two_threads):
     assert _blas_threads() == {2}
 
 
+def test_every_count_found_is_restored(two_threads):
+    """Found by a probe: a library at one thread on entry whose count code inside raised
+    kept the raised count (only the libraries lowered were restored)."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        with one_blas_thread():
+            threadpool_limits(limits=2, user_api="blas")  # raised inside, not undone
+            assert _blas_threads() == {2}
+        assert _blas_threads() == {1}
+    assert _blas_threads() == {2}
+
+
 def test_restored_after_an_error(two_threads):
     with pytest.raises(np.linalg.LinAlgError), one_blas_thread():
         np.linalg.cholesky(-np.eye(2))

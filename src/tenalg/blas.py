@@ -70,14 +70,15 @@ def one_blas_thread(dtype=None):
     if complex_data or threading.current_thread() is not threading.main_thread():
         yield
         return
-    lowered = _lower_to_one() if _depth == 0 else ()
+    found = _lower_to_one() if _depth == 0 else ()
     _depth += 1
     try:
         yield
     finally:
         _depth -= 1
-        for library, threads in lowered:
-            library.set_num_threads(threads)
+        for library, threads in found:  # (raised inside, or lowered here)
+            if library.get_num_threads() != threads:
+                library.set_num_threads(threads)
 
 
 @functools.cache
@@ -87,14 +88,16 @@ def _blas_libraries():
 
 
 def _lower_to_one():
-    """Set every BLAS library with more threads to one; returns them with their counts.
-    The libraries' own getters and setters: threadpoolctl's ``limit`` (which reads every
-    library's whole description first) made entering and leaving 12 us, these 5 us."""
+    """Set every BLAS library with more threads to one; returns every library with the
+    count it had.  The libraries' own getters and setters: threadpoolctl's ``limit``
+    (which reads every library's whole description first) made entering and leaving
+    12 us, these 5 us."""
     found = [(lib, lib.get_num_threads()) for lib in _blas_libraries()]
-    lowered = [(lib, threads) for lib, threads in found if threads is not None and threads > 1]
-    for library, _ in lowered:
-        library.set_num_threads(1)
-    return lowered
+    found = [(lib, threads) for lib, threads in found if threads is not None]
+    for library, threads in found:
+        if threads > 1:
+            library.set_num_threads(1)
+    return found
 
 
 # Inside one_blas_thread (a tensor-train rounding), where OpenBLAS has one thread, a stack

@@ -16,18 +16,22 @@ from .contraction import gemm_layout
 from .descriptors import Operand, TensorDescriptor
 from .dtypes import STORAGE_TYPES, result_type
 from .einsum_numpy import check_out_cast
-from .errors import AliasError, OutputTypeError, type_name
+from .errors import AliasError, OutputMismatchError, OutputTypeError, type_name
 from .kernels import compiler
 from .operations import Operation
-from .plan import Plan
+from .plan import Plan, base_view
 from .plan_cache import cached_plans
 from .seam import generation, on_change
 from .views import made_by_numpy
 
 
 def output_array(out):
-    """``out`` checked as NumPy's ``out=`` is: an ndarray (or None)."""
-    if out is None or isinstance(out, np.ndarray):
+    """``out`` checked as NumPy's ``out=`` is: an ndarray (or None); a masked array
+    refused, as a plan refuses it (:func:`tenalg.plan.base_view`)."""
+    if out is None or type(out) is np.ndarray:
+        return out
+    if isinstance(out, np.ndarray):
+        base_view(out, "out", OutputMismatchError)
         return out
     raise OutputTypeError(f"out: expected a numpy.ndarray, got {type_name(out)}")
 

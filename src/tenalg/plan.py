@@ -110,7 +110,7 @@ class Plan:
         Shadowed as :meth:`execute` is, by :func:`_checked_into`."""
         scalars, default = self._check_scalars(alpha, beta, gamma)
         arrays = self._check_inputs(arrays)
-        target = _base_view(out, "out", OutputMismatchError)
+        target = base_view(out, "out", OutputMismatchError)
         self._check_output(target, arrays)
         if default and self._call is not None:
             self._call(arrays, target)
@@ -218,7 +218,7 @@ class Plan:
         if self._exact(arrays):
             return arrays
         if len(arrays) == len(self._names):  # (else the count is wrong: said next)
-            arrays = tuple(_base_view(x, f"input {name}", InputMismatchError)
+            arrays = tuple(base_view(x, f"input {name}", InputMismatchError)
                            for x, name in zip(arrays, self._names, strict=True))
         self._check_inputs_in_detail(arrays)
         return arrays
@@ -313,7 +313,7 @@ def _is_exactly(x, layout):
             and x.strides == layout[1] and (x.base is None or made_by_numpy(x)))
 
 
-def _base_view(x, what, error):
+def base_view(x, what, error):
     """``x`` as the kernels take it: an ndarray subclass (``np.matrix``) as an ndarray
     view of its data, which Numba could not type; a masked array refused, since a plan
     reads every entry, masked or not."""

@@ -233,3 +233,10 @@ def test_cpu_plans_check_the_common_call_in_one_pass():
         plan.execute_into(frozen, a)
     with pytest.raises(ta.OutputMismatchError, match="strides"):
         plan.execute_into(np.zeros(want.shape, order="F"), a)
+    # one input only: a plan of two has no one-array shortcut (a probe found one that
+    # raised NumPy's ValueError), and runs its pair through the one-pass checks
+    b = rng.standard_normal(a.shape)
+    pair = ta.Plan(ta.Operation.elementwise_binary(ta.Operand(a, "ijk"), ta.Operand(b, "ijk"),
+                                                   out_modes="ijk"), backend="cpu")
+    assert pair.single is None
+    np.testing.assert_array_equal(pair.execute(a, b), a + b)

@@ -329,6 +329,26 @@ def test_plans_take_subclasses_as_ndarrays_and_refuse_masked_arrays():
     assert not masked.data.any()
 
 
+def test_front_ends_refuse_a_masked_out_as_plans_do():
+    """Found by a probe: ta.permute and ta.partial_trace wrote a masked ``out``'s data
+    through NumPy's path (float data into an ``out`` the kernels do not store, or any
+    data into a masked array), where ta.sum and the plans refuse one."""
+    rows = np.arange(16.0).reshape(4, 4)
+    calls = [lambda out: ta.permute(rows, (1, 0), out=out),
+             lambda out: ta.permute(rows.astype(np.int64), (1, 0), out=out),
+             lambda out: ta.partial_trace(np.ones((4, 3, 4)), [(0, 2)], out=out),
+             lambda out: ta.sum(rows.astype(np.int64), axis=0, out=out)]
+    shapes = [(4, 4), (4, 4), (3,), (4,)]
+    for call, shape in zip(calls, shapes, strict=True):
+        out = np.ma.masked_array(np.full(shape, -1.0))
+        with pytest.raises(ta.OutputMismatchError, match="masked array"):
+            call(out)
+        assert (out.data == -1).all()  # nothing written
+    matrix_out = np.asmatrix(np.zeros((4, 4)))  # other subclasses stay outputs
+    ta.permute(rows, (1, 0), out=matrix_out)
+    np.testing.assert_array_equal(matrix_out, rows.T)
+
+
 def test_byte_swapped_storage_types_are_named_as_such():
     """'dtype >f8 is not supported; tenalg stores ... float64 ...' read as a
     contradiction (found by a probe of NumPy's inputs)."""

@@ -201,6 +201,16 @@ def test_gram_rounds_a_small_real_train_by_the_compiled_sweep(dtype):
     assert tt.round_(c + 2 * c, 1e-3, method="gram").method == "gram"
 
 
+@pytest.mark.parametrize("method", ["svd", "gram", "randomized"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, complex(1, np.inf)])
+def test_round_sum_refuses_a_coefficient_that_is_nan_or_inf(method, bad):
+    """Found by a probe: finite cores and a NaN or inf coefficient raised LAPACK's bare
+    LinAlgError or returned NaN cores; the cores alone were checked."""
+    x = rand(DIMS, 2)
+    with pytest.raises(OperationError, match="coefficient is NaN or inf"):
+        tt.round_sum([x, x], [1, bad], eps=1e-6, method=method, rng=0)
+
+
 def test_bad_options_and_open_trains():
     x = rand(DIMS, 2)
     opened = rand((2, 3), 2, left_bond=2)

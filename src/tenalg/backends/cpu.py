@@ -54,7 +54,7 @@ class CpuRunner(StridedRunner):
         self._work = work(operation, self.loops)
         self._threads = 1  # of the call under way (see _call)
         self.call = _default_call(self.run, allocator(operation.output, self.lined_output),
-                                  dict(SCALARS[operation.kind]))
+                                  dict(SCALARS[operation.kind]), len(operation.operands))
 
     def run(self, out, arrays, scalars):
         if self._skip:
@@ -139,11 +139,12 @@ class CpuRunner(StridedRunner):
             call.about)
 
 
-def _default_call(run, allocate, scalars):
+def _default_call(run, allocate, scalars, operands):
     """``run`` with the default ``scalars`` as a plan's unchecked call (``call(arrays,
-    out=None)``, and ``call.single(a)`` into a new output), for which the plan checks the
-    common call in one pass (:func:`tenalg.plan._checked`): through the plan's general
-    checks a 16 x 16 permutation plan took 6.2 us into ``out``, so 5.6."""
+    out=None)``, and, for an operation of one operand, ``call.single(a)`` into a new
+    output), for which the plan checks the common call in one pass
+    (:func:`tenalg.plan._checked`): through the plan's general checks a 16 x 16
+    permutation plan took 6.2 us into ``out``, so 5.6."""
 
     def call(arrays, out=None):
         if out is None:
@@ -156,7 +157,8 @@ def _default_call(run, allocate, scalars):
         run(out, (a,), scalars)
         return out
 
-    call.single, call.scaled, call.describe = single, False, "the Numba kernels"
+    call.single = single if operands == 1 else None
+    call.scaled, call.describe = False, "the Numba kernels"
     return call
 
 

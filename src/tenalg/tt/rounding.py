@@ -182,6 +182,8 @@ def round_sum(trains, coefficients=None, eps=0.0, max_rank=None, method="svd", *
         raise OperationError(
             f"round_sum: {len(trains)} trains but {len(coefficients)} coefficients"
         )
+    if not all(np.isfinite(c) for c in coefficients):  # (LAPACK would fail on its sum)
+        raise OperationError(f"round_sum: a coefficient is NaN or inf: {coefficients}")
     dtype = common_dtype([t.dtype for t in trains])
     if dtype.kind != "c" and any(np.iscomplexobj(c) for c in coefficients):
         dtype = np.result_type(dtype, np.complex64)  # real trains, complex coefficients
