@@ -17,7 +17,7 @@ other than the one that lowered it raising it again (seen with 0.3.31), so only 
 main thread changes it: the outermost use there sets one thread and restores what it
 found; uses nested in it, and uses on other threads, change nothing (the workers of a
 pack run inside the main thread's use; other threads of the caller keep its setting).
-Entering and leaving cost about 5 us, once per decomposition.
+Entering and leaving cost about 6 us, once per decomposition.
 
 >>> with one_blas_thread():
 ...     q, r = np.linalg.qr(np.eye(3))
@@ -91,7 +91,7 @@ def _lower_to_one():
     """Set every BLAS library with more threads to one; returns every library with the
     count it had.  The libraries' own getters and setters: threadpoolctl's ``limit``
     (which reads every library's whole description first) made entering and leaving
-    12 us, these 5 us."""
+    12 us, these 6 us."""
     found = [(lib, lib.get_num_threads()) for lib in _blas_libraries()]
     found = [(lib, threads) for lib, threads in found if threads is not None]
     for library, threads in found:
