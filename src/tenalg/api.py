@@ -580,7 +580,9 @@ def norm(a):
         total = _squares64(a if a.dtype in _WIDE else _scaled64(a, 0))  # exact, or scaled
     if _NO_LOST_SQUARES <= total < math.inf:  # nothing overflowed, nothing that counts lost
         root = math.sqrt(total)
-        if dtype is not _FLOAT64 and root > _MAX_NORM[dtype]:
+        # (.get: an array unpickled in another process, as Dask's workers get them, has
+        # a float64 dtype equal to NumPy's but another object, which the cache may keep)
+        if dtype is not _FLOAT64 and root > _MAX_NORM.get(dtype, math.inf):
             with np.errstate(over="ignore"):  # rounded to the dtype: its max, or inf past it
                 return np.asarray(root, dtype)
         return np.asarray(root, dtype)

@@ -1,5 +1,8 @@
 """Front ends: sum, trace, partial_trace, diagonal, norm, inner_product, explain."""
 
+import pickle
+import warnings
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -7,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tenalg as ta
+from tenalg import api
 
 from .strategies import COMPLEX, DTYPES, shapes, strided, tolerance, wide
 
@@ -319,3 +323,19 @@ def test_cached_front_end_calls_still_check_their_arguments():
     assert np.allclose(ta.contract(a, ["i", "j"], a, ["k", "j"], ["i", "k"]), a @ a.T)
     assert ta.elementwise_trinary(a, ["i", "j"], a, ("i", "j"), a, "ij", "ij", gamma=1.0,
                                   unary_c=ta.Unary.NEGATE).tolist() == a.tolist()
+
+
+def test_norm_of_unpickled_arrays():
+    """Found by CI (a Dask worker's KeyError): an array unpickled in another process has
+    a dtype equal to NumPy's but another object; the norm type's cache then kept a
+    float64 that was not NumPy's own, and the norm looked it up among the narrow types'
+    largest values.  Every later norm in that process failed."""
+    api._norm_type.cache_clear()  # the first norm of the process: an unpickled array's
+    for dtype in (np.float64, np.float32, np.float16, ml_dtypes.bfloat16, np.complex128):
+        shipped = pickle.loads(pickle.dumps(np.array([3, -4], dtype)))
+        assert float(ta.norm(shipped)) == 5.0
+        assert float(ta.norm(np.array([3, -4], dtype))) == 5.0
+    huge = pickle.loads(pickle.dumps(np.array([60000, 60000], np.float16)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ta.norm(huge) == np.inf  # past float16's largest: inf, without a warning
