@@ -580,9 +580,7 @@ def norm(a):
         total = _squares64(a if a.dtype in _WIDE else _scaled64(a, 0))  # exact, or scaled
     if _NO_LOST_SQUARES <= total < math.inf:  # nothing overflowed, nothing that counts lost
         root = math.sqrt(total)
-        # (.get: an array unpickled in another process, as Dask's workers get them, has
-        # a float64 dtype equal to NumPy's but another object, which the cache may keep)
-        if dtype is not _FLOAT64 and root > _MAX_NORM.get(dtype, math.inf):
+        if dtype is not _FLOAT64 and root > _MAX_NORM[dtype]:
             with np.errstate(over="ignore"):  # rounded to the dtype: its max, or inf past it
                 return np.asarray(root, dtype)
         return np.asarray(root, dtype)
@@ -626,8 +624,11 @@ _BLAS_TYPES = frozenset(map(np.dtype, ("float32", "float64", "complex64", "compl
 
 @functools.lru_cache(maxsize=64)
 def _norm_type(dtype):
-    """The (real) type of the norm of ``dtype`` data, checked once per dtype."""
-    return real_type(storage_type(dtype, "a"))
+    """The (real) type of the norm of ``dtype`` data, checked once per dtype: NumPy's own
+    object for it, which ``norm`` compares by identity (an array unpickled in another
+    process, as Dask's workers get them, has a dtype equal to NumPy's but another object,
+    which this cache would otherwise keep for every later call)."""
+    return np.dtype(real_type(storage_type(dtype, "a")).type)
 
 
 def _forwards(a, axes):

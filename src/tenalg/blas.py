@@ -92,8 +92,8 @@ def _lower_to_one():
     count it had.  The libraries' own getters and setters: threadpoolctl's ``limit``
     (which reads every library's whole description first) made entering and leaving
     12 us, these 6 us."""
-    found = [(lib, lib.get_num_threads()) for lib in _blas_libraries()]
-    found = [(lib, threads) for lib, threads in found if threads is not None]
+    found = [(lib, threads) for lib in _blas_libraries()
+             if (threads := lib.get_num_threads()) is not None]
     for library, threads in found:
         if threads > 1:
             library.set_num_threads(1)

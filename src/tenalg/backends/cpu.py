@@ -152,12 +152,7 @@ def _default_call(run, allocate, scalars, operands):
         run(out, arrays, scalars)
         return out
 
-    def single(a):
-        out = allocate()
-        run(out, (a,), scalars)
-        return out
-
-    call.single = single if operands == 1 else None
+    call.single = (lambda a: call((a,))) if operands == 1 else None
     call.scaled, call.describe = False, "the Numba kernels"
     return call
 
